@@ -1,0 +1,54 @@
+# sbx: see README.md. `make check` is what CI runs (through scripts/test).
+GO ?= go
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+PKGS := ./...
+
+.PHONY: all build check fmt vet staticcheck test cross generate verify-generate bench bench-startup clean
+
+all: build
+
+build:
+	mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -o bin/sbx ./cmd/sbx
+
+check: fmt vet staticcheck cross verify-generate test
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+staticcheck:
+	$(STATICCHECK) $(PKGS)
+
+# Every package must build for macOS too.
+cross:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(PKGS)
+	GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 $(GO) build $(PKGS)
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(PKGS)
+
+# The unit tests and the integration tests on real sandboxes, with -race.
+test:
+	$(GO) test -race -count=1 $(PKGS)
+
+# Rebuild the seccomp BPF programs from linux/seccomp/rules.go (needs cgo and
+# libseccomp-dev).
+generate:
+	cd linux/seccomp && CGO_ENABLED=1 $(GO) run -tags seccompgen ./gen .
+
+# Check that the committed BPF programs match the rules.
+verify-generate:
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	(cd linux/seccomp && CGO_ENABLED=1 $(GO) run -tags seccompgen ./gen $$tmp) && \
+	for a in amd64 arm64; do cmp linux/seccomp/bpf_$$a.bin $$tmp/bpf_$$a.bin || \
+	  { echo "linux/seccomp/bpf_$$a.bin is stale: run make generate"; exit 1; }; done
+
+bench: bench-startup
+
+bench-startup: build
+	scripts/bench-startup
+
+clean:
+	rm -rf bin

@@ -1,0 +1,37 @@
+//go:build !linux
+
+package main
+
+import (
+	"context"
+	"runtime"
+
+	"github.com/sbx-sandbox/sbx/darwin"
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+const initArg = "__sbx_init"
+
+func initMain() int { return exitSbxError }
+
+func closeLeakedFDs() {}
+
+type backend struct{}
+
+func newBackend(bwrapPath, stateDir string) *backend { return &backend{} }
+
+func (b *backend) executor() pipeline.Executor { return darwin.Executor{} }
+
+type otherReport struct {
+	OS     string `json:"os"`
+	Usable bool   `json:"usable"`
+	Detail string `json:"detail"`
+}
+
+func (b *backend) doctor(context.Context) any {
+	return &otherReport{OS: runtime.GOOS, Detail: darwin.ErrNotImplemented.Error()}
+}
+
+func (b *backend) usable(any) bool { return false }
+
+func (b *backend) clean() (any, error) { return nil, darwin.ErrNotImplemented }

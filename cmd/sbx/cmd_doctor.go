@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
+	f := pflag.NewFlagSet("doctor", pflag.ContinueOnError)
+	f.SetOutput(stderr)
+	asJSON := f.Bool("json", false, "print the report as JSON")
+	clean := f.Bool("clean", false, "remove what killed runs left behind (placeholders, run directories) and quarantine protected files they let appear")
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, nil
+		}
+		return 2, &usageError{err.Error()}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return exitSbxError, fmt.Errorf("cannot find the home directory: %w (set HOME)", err)
+	}
+	b := newBackend("", pipeline.StateDir(os.Getenv, home))
+	if *clean {
+		rep, err := b.clean()
+		if *asJSON {
+			json.NewEncoder(stdout).Encode(rep)
+		} else {
+			fmt.Fprintf(stdout, "clean: %+v\n", rep)
+		}
+		if err != nil {
+			return 1, err
+		}
+		return 0, nil
+	}
+	rep := b.doctor(context.Background())
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return exitSbxError, err
+		}
+	} else {
+		printReport(stdout, rep)
+	}
+	if !b.usable(rep) {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// printReport renders a report for people, from its JSON form so every
+// backend's report prints the same way.
+func printReport(w io.Writer, rep any) {
+	data, _ := json.Marshal(rep)
+	var r struct {
+		OS, Arch, Kernel, Detail string
+		Usable                   bool
+		Checks                   []struct {
+			Name, Detail, Fix string
+			OK, Required      bool
+		}
+	}
+	json.Unmarshal(data, &r)
+	fmt.Fprintf(w, "sbx doctor: %s/%s kernel %s\n", r.OS, r.Arch, r.Kernel)
+	if r.Detail != "" {
+		fmt.Fprintln(w, r.Detail)
+	}
+	for _, c := range r.Checks {
+		mark := "ok  "
+		switch {
+		case !c.OK && c.Required:
+			mark = "FAIL"
+		case !c.OK:
+			mark = "no  "
+		}
+		fmt.Fprintf(w, "  [%s] %-16s %s\n", mark, c.Name, c.Detail)
+		if !c.OK && c.Fix != "" {
+			fmt.Fprintf(w, "         %-16s fix: %s\n", "", c.Fix)
+		}
+	}
+	if r.Usable {
+		fmt.Fprintln(w, "the sandbox can be built on this host")
+	} else {
+		fmt.Fprintln(w, "the sandbox CANNOT be built on this host: nothing will run (see FAIL above)")
+	}
+}

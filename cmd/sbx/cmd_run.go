@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+type runOpts struct {
+	shell        string
+	settings     []string
+	claude       bool
+	trustProject bool
+	fs           pipeline.FSFlags
+	timeout      time.Duration
+	unsandboxed  bool
+	printPolicy  bool
+}
+
+func runFlags(o *runOpts) *pflag.FlagSet {
+	f := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	f.SetInterspersed(false) // everything after CMD belongs to CMD
+	f.StringVarP(&o.shell, "command", "c", "", "run this shell string with bash (sh when bash is missing)")
+	f.StringArrayVar(&o.settings, "settings", nil, "extra settings `FILE` (or inline JSON), command-line level; repeatable")
+	f.BoolVar(&o.claude, "claude", false, "also read Claude Code's settings files at every level")
+	f.BoolVar(&o.trustProject, "trust-project", false, "honour settings in the workspace that loosen the sandbox")
+	f.StringArrayVar(&o.fs.AllowWrite, "allow-write", nil, "make `PATH` writable; repeatable")
+	f.StringArrayVar(&o.fs.DenyWrite, "deny-write", nil, "keep `PATH` read-only even inside a writable root; repeatable")
+	f.StringArrayVar(&o.fs.DenyRead, "deny-read", nil, "hide `PATH`; repeatable")
+	f.StringArrayVar(&o.fs.AllowRead, "allow-read", nil, "re-open `PATH` inside a denyRead path; repeatable")
+	f.DurationVar(&o.timeout, "timeout", 0, "kill the whole sandbox after `DURATION` (exit status 124)")
+	f.BoolVar(&o.unsandboxed, "unsandboxed", false, "run WITHOUT any sandbox (explicit opt-out)")
+	f.BoolVar(&o.printPolicy, "print-policy", false, "print the compiled policy as JSON and exit without running")
+	return f
+}
+
+func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	var o runOpts
+	f := runFlags(&o)
+	f.SetOutput(stderr)
+	f.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: sbx run [flags] -- CMD [ARGS...]\n       sbx run [flags] -c 'SHELL STRING'\n\nFlags:\n%s", f.FlagUsages())
+	}
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, nil
+		}
+		return 2, &usageError{err.Error()}
+	}
+	argv := f.Args()
+	switch {
+	case f.Changed("command") && len(argv) > 0:
+		return 2, &usageError{"give either -c 'SHELL STRING' or -- CMD ARGS, not both"}
+	case f.Changed("command"):
+		argv = []string{shellPath(), "-c", o.shell}
+	case len(argv) == 0:
+		return 2, &usageError{"run: no command given"}
+	}
+
+	cwd, err := os.Getwd()
+	if err != nil {
+		return exitSbxError, err
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return exitSbxError, fmt.Errorf("cannot find the home directory: %w (set HOME)", err)
+	}
+	st, err := settings.Load(settings.Options{
+		ProjectDir:   cwd,
+		Home:         home,
+		ConfigHome:   absOrEmpty(os.Getenv("XDG_CONFIG_HOME")),
+		Files:        o.settings,
+		Claude:       o.claude,
+		TrustProject: o.trustProject,
+	})
+	if err != nil {
+		return exitSbxError, err
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
+	}
+	pol, err := fsrules.Compile(pipeline.FSInput(st, o.fs, cwd), fsrules.Host{Home: home})
+	if err != nil {
+		return exitSbxError, err
+	}
+	for _, w := range pol.Warnings {
+		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
+	}
+	if o.printPolicy {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return 0, enc.Encode(pol)
+	}
+
+	env := commandEnv(os.Environ())
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+
+	if o.unsandboxed {
+		fmt.Fprintln(stderr, "sbx: warning: --unsandboxed: running WITHOUT a sandbox")
+		return runUnsandboxed(ctx, argv, env, cwd, o.timeout, stdin, stdout, stderr)
+	}
+	if en := st.Enabled; en.Set && !en.V {
+		return exitSbxError, fmt.Errorf("sandbox.enabled is false in %s; sbx runs without a sandbox only with --unsandboxed", en.File.Path)
+	}
+
+	b := newBackend(st.BwrapPath.V, pipeline.StateDir(os.Getenv, home))
+	res, err := b.executor().Run(ctx, &pipeline.Spec{
+		Argv: argv, Env: env, Dir: cwd, FS: pol, Timeout: o.timeout,
+	}, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		if errors.Is(err, pipeline.ErrUnavailable) {
+			fi := st.FailIfUnavailable
+			if fi.Set && !fi.V {
+				return exitSbxError, fmt.Errorf("%w\nsandbox.failIfUnavailable is false in %s, but sbx runs without a sandbox only with --unsandboxed; run \"sbx doctor\" for the cause", err, fi.File.Path)
+			}
+			return exitSbxError, fmt.Errorf("%w\nnothing was run; \"sbx doctor\" explains what this host lacks", err)
+		}
+		return exitSbxError, err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
+	}
+	for _, q := range res.Quarantined {
+		fmt.Fprintf(stderr, "sbx: a protected file appeared during the run where it could not be blocked; moved to %s\n", q)
+	}
+	if res.TimedOut {
+		fmt.Fprintf(stderr, "sbx: timed out after %s; the sandbox and every process in it were killed\n", o.timeout)
+		return exitTimeout, nil
+	}
+	return res.ExitCode, nil
+}
+
+func absOrEmpty(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return ""
+}
+
+// shellPath returns bash if the host has it, else sh.
+func shellPath() string {
+	if _, err := os.Stat("/bin/bash"); err == nil {
+		return "/bin/bash"
+	}
+	return "/bin/sh"
+}
+
+// commandEnv is the command's environment: sbx's own, with TMPDIR pointing
+// at the sandbox's private /tmp.
+func commandEnv(environ []string) []string {
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "TMPDIR=/tmp")
+}
+
+// runUnsandboxed runs the command directly, for --unsandboxed.
+func runUnsandboxed(ctx context.Context, argv, env []string, dir string, timeout time.Duration, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 127, err
+	}
+	go func() {
+		for s := range sigs {
+			_ = syscall.Kill(-cmd.Process.Pid, s.(syscall.Signal))
+		}
+	}()
+	err := cmd.Wait()
+	if ctx.Err() == context.DeadlineExceeded {
+		fmt.Fprintf(stderr, "sbx: timed out after %s\n", timeout)
+		return exitTimeout, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, err
+}

@@ -1,0 +1,83 @@
+// Command sbx runs untrusted commands in an OS-level sandbox.
+//
+// This is not Docker's agent-sandbox CLI of the same name.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses of sbx itself; a command's own status passes through.
+const (
+	exitTimeout  = 124 // --timeout killed the command, as timeout(1)
+	exitSbxError = 125 // sbx could not run the command at all
+)
+
+// usageError is a bad command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func main() {
+	// The in-sandbox init dispatches before anything else: no flag parsing,
+	// no settings, nothing but the spec on its inherited fd.
+	if len(os.Args) > 1 && os.Args[1] == initArg {
+		os.Exit(initMain())
+	}
+	closeLeakedFDs()
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `sbx: run untrusted commands in an OS-level sandbox
+
+Usage:
+  sbx run [flags] -- CMD [ARGS...]   run a command in the sandbox
+  sbx run [flags] -c 'SHELL STRING'  run a shell string with bash (or sh)
+  sbx doctor [--json] [--clean]      what this host supports, and why not
+  sbx version
+
+Run "sbx run --help" for the flags.
+`
+
+// Main runs sbx with args (without the program name) and returns the exit
+// status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	code := 0
+	switch args[0] {
+	case "run":
+		code, err = cmdRun(args[1:], stdin, stdout, stderr)
+	case "doctor":
+		code, err = cmdDoctor(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "sbx", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		err = &usageError{fmt.Sprintf("unknown command %q", args[0])}
+	}
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "sbx: %v\n\n%s", err, usage)
+			return 2
+		}
+		fmt.Fprintf(stderr, "sbx: %v\n", err)
+		if code == 0 {
+			code = exitSbxError
+		}
+	}
+	return code
+}
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"

@@ -1,0 +1,13 @@
+module github.com/sbx-sandbox/sbx
+
+go 1.26.8
+
+require (
+	github.com/bmatcuk/doublestar/v4 v4.10.4
+	github.com/seccomp/libseccomp-golang v0.11.1
+	github.com/spf13/pflag v1.1.0
+	golang.org/x/net v0.63.0
+	golang.org/x/sys v0.50.0
+)
+
+require github.com/google/go-cmp v0.7.0

@@ -1,0 +1,262 @@
+//go:build linux
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+func TestWorkspaceWritableRestReadOnly(t *testing.T) {
+	e := newEnv(t)
+	outside, err := os.MkdirTemp("/var/tmp", "sbx-it-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(outside)
+	homeFile := filepath.Join(e.home, "notes")
+	r := e.sh(fmt.Sprintf(`echo inside > out.txt; mkdir -p d/e && echo deep > d/e/f
+		echo x > %[1]s/new; echo y > %[2]s; echo z > /etc/sbx-it-probe; true`, outside, homeFile))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, e.path("out.txt"), "inside\n")
+	assertContent(t, e.path("d/e/f"), "deep\n")
+	assertAbsent(t, filepath.Join(outside, "new"))
+	assertAbsent(t, homeFile)
+	assertAbsent(t, "/etc/sbx-it-probe")
+	if !strings.Contains(r.stderr, "Read-only file system") {
+		t.Errorf("stderr lacks EROFS: %s", r.stderr)
+	}
+}
+
+func TestPrivateTmp(t *testing.T) {
+	e := newEnv(t)
+	name := filepath.Join("/tmp", filepath.Base(e.ws)+"-private")
+	r := e.sh(`echo "$TMPDIR"; test -d "$TMPDIR" && test -w "$TMPDIR" && echo ok; echo secret > ` + name + `; mktemp`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || lines[0] != "/tmp" || lines[1] != "ok" || !strings.HasPrefix(lines[2], "/tmp/tmp.") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	assertAbsent(t, name)
+	assertAbsent(t, lines[len(lines)-1])
+}
+
+func TestDenyWrite(t *testing.T) {
+	e := newEnv(t)
+	e.write("locked.txt", "original")
+	e.write("keep/inner.txt", "kept")
+	e.write("other.txt", "other")
+	settings := `{"sandbox": {"filesystem": {"denyWrite": ["./locked.txt", "./keep", "./future.txt", "./later/deep/x"]}}}`
+	tests := []struct{ name, script string }{
+		{"write", "echo evil > locked.txt"},
+		{"append", "echo evil >> locked.txt"},
+		{"truncate", "truncate -s0 locked.txt"},
+		{"delete", "rm -f locked.txt"},
+		{"rename away", "mv locked.txt moved.txt"},
+		{"rename over", "mv other.txt locked.txt"},
+		{"chmod", "chmod 777 locked.txt"},
+		{"write in dir", "echo evil > keep/inner.txt"},
+		{"create in dir", "echo evil > keep/new.txt"},
+		{"delete dir", "rm -rf keep"},
+		{"create denied path", "echo evil > future.txt"},
+		{"create under denied path", "mkdir -p later/deep && echo evil > later/deep/x"},
+		{"symlink then write", "ln -s locked.txt l && echo evil > l"},
+		{"hard link then write", "ln locked.txt h && echo evil > h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.sh(tt.script, "--settings", settings)
+			if r.code == 0 {
+				t.Errorf("exit 0, want a failure; stderr: %s", r.stderr)
+			}
+			assertContent(t, e.path("locked.txt"), "original")
+			assertContent(t, e.path("keep/inner.txt"), "kept")
+			assertContent(t, e.path("other.txt"), "other")
+			assertAbsent(t, e.path("keep/new.txt"))
+			assertAbsent(t, e.path("moved.txt"))
+			assertAbsent(t, e.path("future.txt"))
+			assertAbsent(t, e.path("later/deep/x"))
+			os.Remove(e.path("l"))
+			os.Remove(e.path("h"))
+		})
+	}
+	// Nothing of the placeholders stays behind.
+	got := listing(t, e.ws)
+	slices.Sort(got)
+	if want := []string{"keep", "keep/inner.txt", "locked.txt", "other.txt"}; !slices.Equal(got, want) {
+		t.Errorf("workspace after runs = %q, want %q", got, want)
+	}
+}
+
+func TestDenyWriteFlagAndAllowWrite(t *testing.T) {
+	e := newEnv(t)
+	extra := t.TempDir() // under /tmp, which is private in the sandbox unless allowed
+	e.write("f", "orig")
+	r := e.sh("echo new > "+extra+"/made; echo evil > f", "--allow-write", extra, "--deny-write", "f")
+	if r.code == 0 {
+		t.Errorf("writing the denied file succeeded")
+	}
+	assertContent(t, filepath.Join(extra, "made"), "new\n")
+	assertContent(t, e.path("f"), "orig")
+}
+
+func TestLinksOutOfTheWorkspace(t *testing.T) {
+	e := newEnv(t)
+	outside, err := os.MkdirTemp("/var/tmp", "sbx-it-target-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(outside)
+	target := filepath.Join(outside, "target")
+	os.WriteFile(target, []byte("host"), 0o644)
+	e.write(".bashrc", "rc")
+	r := e.sh(fmt.Sprintf(`ln -s %s sl; echo evil > sl
+		ln -s .bashrc rc; echo evil > rc
+		ln %s hl; echo $? > hl-status
+		ln .bashrc hl2; echo evil >> hl2
+		ln -s %s/created dangling; echo evil > dangling; true`, target, target, outside))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, target, "host")
+	assertContent(t, e.path(".bashrc"), "rc")
+	assertAbsent(t, filepath.Join(outside, "created"))
+	assertAbsent(t, e.path("hl"))
+	if _, err := os.Lstat(e.path("hl2")); err == nil {
+		assertContent(t, e.path("hl2"), "evil\n") // a separate new file, not a link
+	}
+}
+
+func TestDenyRead(t *testing.T) {
+	e := newEnv(t)
+	e.write("secrets/key.pem", "TOPSECRET-1")
+	e.write("secrets/public/readme", "public-ok")
+	e.write(".env", "TOPSECRET-2")
+	e.write("plain", "visible")
+	outsideDir, err := os.MkdirTemp("/var/tmp", "sbx-it-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(outsideDir)
+	os.WriteFile(filepath.Join(outsideDir, "creds"), []byte("TOPSECRET-3"), 0o600)
+	settings := fmt.Sprintf(`{"sandbox": {"filesystem": {"denyRead": ["./secrets", "./.env", "%s"], "allowRead": ["./secrets/public"]}}}`, outsideDir)
+	r := e.sh(fmt.Sprintf(`cat secrets/key.pem .env %[1]s/creds; ls -la secrets %[1]s; cat plain secrets/public/readme
+		echo leak > secrets/new; echo leak > .env`, outsideDir), "--settings", settings)
+	for _, s := range []string{"TOPSECRET-1", "TOPSECRET-2", "TOPSECRET-3"} {
+		if strings.Contains(r.stdout+r.stderr, s) {
+			t.Errorf("output reveals %q:\n%s\n%s", s, r.stdout, r.stderr)
+		}
+	}
+	// The directory listings (stdout) do not name the hidden files.
+	for _, s := range []string{"key.pem", "creds"} {
+		if strings.Contains(r.stdout, s) {
+			t.Errorf("listing reveals %q:\n%s", s, r.stdout)
+		}
+	}
+	for _, s := range []string{"visible", "public-ok"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("output lacks %q: %s", s, r.stdout)
+		}
+	}
+	assertContent(t, e.path(".env"), "TOPSECRET-2")
+	assertAbsent(t, e.path("secrets/new"))
+}
+
+// TestPersistenceFiles checks every protected name: existing or new, at the
+// top of the workspace or nested, and inside .git.
+func TestPersistenceFiles(t *testing.T) {
+	e := newEnv(t)
+	e.mkdir("nested/deeper")
+	e.write(".git/config", "[core]\n\tbare = false\n")
+	e.mkdir(".git/hooks")
+	var existing, fresh []string
+	for i, n := range fsrules.ProtectedFiles {
+		if i%2 == 0 {
+			existing = append(existing, n, "nested/deeper/"+n)
+			e.write(n, "orig")
+			e.write("nested/deeper/"+n, "orig")
+		} else {
+			fresh = append(fresh, n, "nested/"+n)
+		}
+	}
+	var script strings.Builder
+	for _, n := range append(append([]string{}, existing...), fresh...) {
+		fmt.Fprintf(&script, "echo evil > %s; ", n)
+	}
+	for _, d := range fsrules.ProtectedDirs {
+		fmt.Fprintf(&script, "mkdir -p %[1]s; echo evil > %[1]s/x; mkdir -p nested/%[1]s; echo evil > nested/%[1]s/x; ", d)
+	}
+	script.WriteString("echo evil > .git/hooks/pre-commit; echo evil >> .git/config; ")
+	script.WriteString("mkdir -p .config/git; echo evil > .config/git/config; ")
+	script.WriteString("mkdir -p sub && cd sub && git init -q . && echo evil > .git/hooks/post-checkout && git config core.fsmonitor evil; true")
+	r := e.sh(script.String())
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, n := range existing {
+		assertContent(t, e.path(n), "orig")
+	}
+	for _, n := range fresh {
+		assertAbsent(t, e.path(n))
+	}
+	for _, d := range fsrules.ProtectedDirs {
+		assertAbsent(t, e.path(d))
+		assertAbsent(t, e.path("nested/"+d))
+	}
+	assertAbsent(t, e.path(".git/hooks/pre-commit"))
+	assertContent(t, e.path(".git/config"), "[core]\n\tbare = false\n")
+	assertAbsent(t, e.path(".config/git"))
+	assertAbsent(t, e.path("sub/.git/hooks/post-checkout"))
+	assertAbsent(t, e.path("sub/.git/config"))
+	// What could not be blocked was moved to the quarantine, not deleted.
+	q := filepath.Join(e.home, ".local/state/sbx/quarantine")
+	var inQuarantine []string
+	for _, p := range listing(t, q) {
+		if i := strings.Index(p, e.ws); i >= 0 {
+			inQuarantine = append(inQuarantine, strings.TrimPrefix(p[i+len(e.ws):], "/"))
+		}
+	}
+	for _, want := range []string{"nested/" + fsrules.ProtectedFiles[1], "sub/.git/hooks/post-checkout", "sub/.git/config", "nested/.vscode/x"} {
+		if !slices.Contains(inQuarantine, want) {
+			t.Errorf("quarantine lacks %s: %q", want, inQuarantine)
+		}
+	}
+	if !strings.Contains(r.stderr, "moved to") {
+		t.Errorf("stderr does not report the quarantine: %s", r.stderr)
+	}
+}
+
+func TestExplicitAllowWriteOfProtectedPath(t *testing.T) {
+	e := newEnv(t)
+	e.write(".envrc", "orig")
+	r := e.sh("echo mine > .envrc", "--allow-write", ".envrc")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, e.path(".envrc"), "mine\n")
+}
+
+func TestGitWorksInTheSandbox(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`git init -q . && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m one && git log --oneline | wc -l`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if strings.TrimSpace(r.stdout) != "1" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	// git init's config holds only harmless keys: it stays.
+	if _, err := os.Stat(e.path(".git/config")); err != nil {
+		t.Errorf(".git/config: %v", err)
+	}
+}

@@ -1,0 +1,195 @@
+//go:build linux
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sbxBin is the sbx binary built for this run.
+var sbxBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SBX_VICTIM") != "" {
+		os.Exit(victim(os.Args[1:]))
+	}
+	dir, err := os.MkdirTemp("", "sbx-it-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sbxBin = filepath.Join(dir, "sbx")
+	build := exec.Command("go", "build", "-o", sbxBin, "../cmd/sbx")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building sbx:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// inCI reports whether missing prerequisites must fail rather than skip.
+func inCI() bool { return os.Getenv("CI") == "true" || os.Getenv("SBX_REQUIRE_ALL") == "1" }
+
+// requireSandbox skips (or, in CI, fails) when this host cannot build the
+// sandbox, as sbx doctor reports it.
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command(sbxBin, "doctor").CombinedOutput()
+	if err != nil {
+		if inCI() {
+			t.Fatalf("sandbox unavailable in CI:\n%s", out)
+		}
+		t.Skipf("sandbox unavailable on this host:\n%s", out)
+	}
+}
+
+// env is an isolated environment for one test: its own HOME (and so its own
+// settings, state directory and quarantine) and workspace.
+type env struct {
+	t    *testing.T
+	home string
+	ws   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	requireSandbox(t)
+	root := t.TempDir()
+	e := &env{t: t, home: filepath.Join(root, "home"), ws: filepath.Join(root, "ws")}
+	for _, d := range []string{e.home, e.ws} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (e *env) environ() []string {
+	return []string{"HOME=" + e.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C", "SBX_VICTIM=1"}
+}
+
+// sbx runs the sbx binary in the workspace and waits at most 60 s.
+func (e *env) sbx(args ...string) result {
+	e.t.Helper()
+	return e.sbxIn(nil, args...)
+}
+
+func (e *env) sbxIn(stdin io.Reader, args ...string) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sbxBin, args...)
+	cmd.Dir = e.ws
+	cmd.Env = e.environ()
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("sbx %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		e.t.Fatalf("sbx %v: timed out; stderr:\n%s", args, stderr.String())
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+// sh runs a shell string in the sandbox with the given extra sbx flags.
+func (e *env) sh(script string, flags ...string) result {
+	e.t.Helper()
+	return e.sbx(append(append([]string{"run"}, flags...), "-c", script)...)
+}
+
+func (e *env) path(rel string) string { return filepath.Join(e.ws, rel) }
+
+func (e *env) write(rel, content string) string {
+	e.t.Helper()
+	p := e.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) mkdir(rel string) string {
+	e.t.Helper()
+	p := e.path(rel)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// assertContent checks a host file's content from outside the sandbox.
+func assertContent(t *testing.T, path, want string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+		return
+	}
+	if string(got) != want {
+		t.Errorf("%s = %q, want %q", path, got, want)
+	}
+}
+
+// assertAbsent checks from outside the sandbox that path does not exist.
+func assertAbsent(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); err == nil {
+		t.Errorf("%s exists on the host, want absent", path)
+	} else if !os.IsNotExist(err) {
+		t.Errorf("%s: %v", path, err)
+	}
+}
+
+// listing returns the names in dir, recursively, as relative paths.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if p != dir {
+			out = append(out, strings.TrimPrefix(p, dir+"/"))
+		}
+		return nil
+	})
+	return out
+}
+
+// victimOnHost runs the victim without a sandbox.
+func victimOnHost(t *testing.T, path string, calls ...string) string {
+	t.Helper()
+	cmd := exec.Command(path, calls...)
+	cmd.Env = []string{"SBX_VICTIM=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("victim on host: %v: %s", err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,262 @@
+//go:build linux
+
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestExitStatusPassThrough(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"run", "--", "true"}, 0},
+		{[]string{"run", "--", "sh", "-c", "exit 42"}, 42},
+		{[]string{"run", "-c", "kill -TERM $$"}, 128 + 15},
+		{[]string{"run", "-c", "kill -KILL $$"}, 128 + 9},
+		{[]string{"run", "--", "sbx-no-such-command"}, 127},
+		{[]string{"run", "--", "/etc/passwd"}, 126},
+		{[]string{"run", "--", "ls", "--no-such-flag-for-ls"}, 2},
+	}
+	for _, tt := range tests {
+		if r := e.sbx(tt.args...); r.code != tt.want {
+			t.Errorf("sbx %q: exit %d, want %d (stderr %q)", tt.args, r.code, tt.want, r.stderr)
+		}
+	}
+}
+
+func TestStdioPassThrough(t *testing.T) {
+	e := newEnv(t)
+	r := e.sbxIn(strings.NewReader("from stdin\n"), "run", "-c", "cat; echo to-stderr >&2")
+	if r.stdout != "from stdin\n" || r.stderr != "to-stderr\n" {
+		t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+func TestHostProcessesInvisible(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(fmt.Sprintf("ls /proc | grep -c '^[0-9]'; test -e /proc/%d && echo host-visible; hostname", os.Getpid()))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Fields(r.stdout)
+	if n, _ := strconv.Atoi(lines[0]); n == 0 || n > 6 {
+		t.Errorf("the sandbox sees %s processes, want only its own few", lines[0])
+	}
+	if strings.Contains(r.stdout, "host-visible") {
+		t.Error("the test's own process is visible in the sandbox")
+	}
+}
+
+func TestLeakedDescriptorsClosed(t *testing.T) {
+	e := newEnv(t)
+	leak, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	cmd := exec.Command(sbxBin, "run", "--", "ls", "/proc/self/fd")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	cmd.ExtraFiles = []*os.File{leak, leak, leak, leak, leak} // fds 3-7 in sbx
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := strings.Fields(string(out))
+	// 0, 1, 2 and the directory ls itself opened.
+	if len(fds) > 4 {
+		t.Errorf("descriptors in the sandbox: %v", fds)
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var hits atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	r := e.sh(fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && echo connected; ip -o link 2>/dev/null | grep -vc ': lo:' ; getent hosts localhost.invalid example.com; true`, port))
+	if strings.Contains(r.stdout, "connected") {
+		t.Error("connected to a host port from the sandbox")
+	}
+	// Give a stray connection time to land before counting.
+	time.Sleep(100 * time.Millisecond)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("host server saw %d connections, want 0", n)
+	}
+}
+
+// processesWith lists host pids whose command line contains marker.
+func processesWith(marker string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if bytes.Contains(cmdline, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitFor polls cond every 20 ms for at most d.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+func TestTimeoutKillsTheTree(t *testing.T) {
+	e := newEnv(t)
+	marker := "31.4159" + strconv.Itoa(os.Getpid())
+	start := time.Now()
+	r := e.sh(fmt.Sprintf("sleep %s & (sleep %s &) ; setsid sleep %s & sleep %s", marker, marker, marker, marker), "--timeout", "500ms")
+	if r.code != 124 {
+		t.Errorf("exit %d, want 124; stderr %s", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if !strings.Contains(r.stderr, "timed out") {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+		t.Errorf("processes survived the timeout: %v", processesWith(marker))
+	}
+}
+
+func TestBackgroundProcessesDieWithCommand(t *testing.T) {
+	e := newEnv(t)
+	marker := "27.1828" + strconv.Itoa(os.Getpid())
+	r := e.sh(fmt.Sprintf("nohup sleep %s >/dev/null 2>&1 & setsid sleep %s & echo started", marker, marker))
+	if r.code != 0 || !strings.Contains(r.stdout, "started") {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+		t.Errorf("processes outlived the sandbox: %v", processesWith(marker))
+	}
+}
+
+func TestSignalForwarding(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "run", "-c", `trap 'echo got-int > int.txt; exit 5' INT; echo ready > ready.txt; while :; do sleep 0.05; done`)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
+		cmd.Process.Kill()
+		t.Fatal("command never started")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("sbx did not exit after SIGINT")
+	}
+	assertContent(t, e.path("int.txt"), "got-int\n")
+	if code := cmd.ProcessState.ExitCode(); code != 5 {
+		t.Errorf("exit %d, want 5", code)
+	}
+}
+
+func TestNoLeftoversAfterSIGKILL(t *testing.T) {
+	e := newEnv(t)
+	e.mkdir(".git/hooks")
+	e.write(".git/config", "")
+	e.write("file", "x")
+	before := listing(t, e.ws)
+	marker := "14.142" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command(sbxBin, "run", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready > ready.txt; sleep "+marker)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
+		cmd.Process.Kill()
+		t.Fatal("command never started")
+	}
+	// Placeholders exist on the host while the sandbox runs.
+	if _, err := os.Lstat(e.path(".bashrc")); err != nil {
+		t.Errorf("no placeholder during the run: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+		t.Errorf("sandboxed processes survived SIGKILL of sbx: %v", processesWith(marker))
+	}
+	// A later run cleans up what the killed one left.
+	r := e.sbx("doctor", "--clean", "--json")
+	if r.code != 0 {
+		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	os.Remove(e.path("ready.txt"))
+	os.Remove(e.path("sub"))
+	after := listing(t, e.ws)
+	slices.Sort(before)
+	slices.Sort(after)
+	if !slices.Equal(before, after) {
+		t.Errorf("workspace after clean = %q, want %q", after, before)
+	}
+	assertAbsent(t, e.path("sub/.bashrc"))
+	runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs"))
+	if len(runs) != 0 {
+		t.Errorf("run directories left: %v", runs)
+	}
+	if !strings.Contains(r.stdout, "sub/.bashrc") {
+		t.Errorf("clean report does not name the quarantined file: %s", r.stdout)
+	}
+}
+
+func TestNoLeftoversAfterNormalExit(t *testing.T) {
+	e := newEnv(t)
+	e.write("a", "1")
+	r := e.sh("ls -A | wc -l")
+	if r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if got := listing(t, e.ws); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("workspace after the run = %q", got)
+	}
+	runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs"))
+	if len(runs) != 0 {
+		t.Errorf("run directories left: %v", runs)
+	}
+}

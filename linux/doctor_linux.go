@@ -1,0 +1,226 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/linux/seccomp"
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// Check is one finding of [Doctor].
+type Check struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Required checks must pass for the sandbox to be built.
+	Required bool   `json:"required"`
+	Detail   string `json:"detail"`
+	Fix      string `json:"fix,omitempty"`
+}
+
+// Report is what [Doctor] found.
+type Report struct {
+	OS     string  `json:"os"`
+	Arch   string  `json:"arch"`
+	Kernel string  `json:"kernel"`
+	Checks []Check `json:"checks"`
+	// Usable is true when every required check passed.
+	Usable bool `json:"usable"`
+}
+
+// Doctor checks what this host supports, and runs a real sandbox to prove it.
+func (e *Executor) Doctor(ctx context.Context) *Report {
+	rep := &Report{OS: runtime.GOOS, Arch: runtime.GOARCH, Usable: true}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		rep.Kernel = strings.TrimSpace(string(b))
+	}
+	add := func(c Check) {
+		rep.Checks = append(rep.Checks, c)
+		if c.Required && !c.OK {
+			rep.Usable = false
+		}
+	}
+	bwrap, exe, perr := e.paths()
+	add(checkBwrap(bwrap, perr))
+	add(checkUserns())
+	add(checkSeccomp())
+	add(checkLandlock(e.RequireLandlock))
+	add(checkCgroup())
+	if perr == nil {
+		add(e.checkSandbox(ctx, bwrap, exe))
+	}
+	return rep
+}
+
+var bwrapVersionRE = regexp.MustCompile(`bubblewrap (\d+)\.(\d+)`)
+
+func checkBwrap(bwrap string, perr error) Check {
+	c := Check{Name: "bubblewrap", Required: true}
+	if perr != nil {
+		c.Detail = perr.Error()
+		c.Fix = "apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)"
+		return c
+	}
+	out, err := exec.Command(bwrap, "--version").CombinedOutput()
+	if err != nil {
+		c.Detail = fmt.Sprintf("%s --version: %v", bwrap, err)
+		return c
+	}
+	v := strings.TrimSpace(string(out))
+	m := bwrapVersionRE.FindStringSubmatch(v)
+	if m == nil {
+		c.Detail = fmt.Sprintf("%s: unrecognised version %q", bwrap, v)
+		return c
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	if major == 0 && minor < 8 {
+		c.Detail = fmt.Sprintf("%s is %s; sbx needs 0.8.0 or later (--disable-userns)", bwrap, v)
+		c.Fix = "install bubblewrap 0.8 or later, or point sandbox.bwrapPath at one"
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("%s (%s)", bwrap, v)
+	return c
+}
+
+func readTrim(p string) (string, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
+func checkUserns() Check {
+	c := Check{Name: "user namespaces", Required: true, OK: true}
+	var notes []string
+	if v, ok := readTrim("/proc/sys/user/max_user_namespaces"); ok {
+		if v == "0" {
+			c.OK = false
+			c.Detail = "user.max_user_namespaces is 0"
+			c.Fix = "sysctl -w user.max_user_namespaces=15000"
+			return c
+		}
+		notes = append(notes, "max_user_namespaces="+v)
+	}
+	if v, ok := readTrim("/proc/sys/kernel/unprivileged_userns_clone"); ok && v == "0" {
+		if os.Geteuid() != 0 {
+			c.OK = false
+			c.Detail = "kernel.unprivileged_userns_clone is 0: unprivileged users cannot create user namespaces"
+			c.Fix = "sysctl -w kernel.unprivileged_userns_clone=1"
+			return c
+		}
+		notes = append(notes, "unprivileged_userns_clone=0 (fine as root)")
+	}
+	if v, ok := readTrim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); ok && v == "1" {
+		if os.Geteuid() != 0 {
+			c.OK = false
+			c.Detail = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10+): bwrap fails with \"setting up uid map: Permission denied\""
+			c.Fix = "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile that grants userns to bwrap"
+			return c
+		}
+		notes = append(notes, "apparmor_restrict_unprivileged_userns=1 (fine as root)")
+	}
+	c.Detail = strings.Join(notes, ", ")
+	if c.Detail == "" {
+		c.Detail = "no restriction found"
+	}
+	return c
+}
+
+func checkSeccomp() Check {
+	c := Check{Name: "seccomp", Required: true}
+	status, _ := os.ReadFile("/proc/self/status")
+	if !bytes.Contains(status, []byte("\nSeccomp:")) {
+		c.Detail = "kernel without seccomp (no Seccomp: line in /proc/self/status)"
+		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER"
+		return c
+	}
+	prog, err := seccomp.Native()
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("filter compiled at build time for %s (%d instructions)", runtime.GOARCH, len(prog))
+	return c
+}
+
+func checkLandlock(required bool) Check {
+	c := Check{Name: "landlock", Required: required}
+	abi, err := LandlockABI()
+	if err != nil {
+		c.Detail = err.Error() + "; the mount namespace alone enforces the filesystem policy"
+		c.Fix = "boot a kernel with landlock in lsm= (5.13+)"
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("ABI %d: writes restricted to the writable roots, as a second layer", abi)
+	return c
+}
+
+func checkCgroup() Check {
+	c := Check{Name: "cgroup v2"}
+	if ctrl, ok := readTrim("/sys/fs/cgroup/cgroup.controllers"); ok {
+		c.OK = true
+		c.Detail = "unified hierarchy at /sys/fs/cgroup; controllers: " + ctrl
+		return c
+	}
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[2] == "cgroup2" {
+			ctrl, _ := readTrim(filepath.Join(f[1], "cgroup.controllers"))
+			c.Detail = fmt.Sprintf("hybrid: cgroup v2 at %s with controllers [%s]; resource limits are not implemented yet", f[1], ctrl)
+			return c
+		}
+	}
+	c.Detail = "no cgroup v2 mount; resource limits are not implemented yet"
+	return c
+}
+
+// checkSandbox runs /bin/true in a real sandbox with the default policy.
+func (e *Executor) checkSandbox(ctx context.Context, bwrap, exe string) Check {
+	c := Check{Name: "sandbox", Required: true}
+	ws, err := os.MkdirTemp("", "sbx-doctor-")
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer os.RemoveAll(ws)
+	pol, err := fsrules.Compile(fsrules.Input{Workspace: ws}, fsrules.Host{Home: "/"})
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	start := time.Now()
+	res, err := e.Run(ctx, &pipeline.Spec{Argv: []string{"/bin/sh", "-c", "exit 7"}, Dir: ws, FS: pol,
+		Env: []string{"PATH=/usr/bin:/bin"}}, pipeline.Stdio{Stdout: &out, Stderr: &out})
+	switch {
+	case err != nil:
+		c.Detail = err.Error()
+		c.Fix = "see the bubblewrap and user namespace checks above"
+	case res.ExitCode != 7:
+		c.Detail = fmt.Sprintf("test command exited %d, want 7: %s", res.ExitCode, bytes.TrimSpace(out.Bytes()))
+	default:
+		c.OK = true
+		c.Detail = fmt.Sprintf("a test command ran sandboxed (%s, %s)", filepath.Base(bwrap), time.Since(start).Round(time.Millisecond))
+	}
+	return c
+}

@@ -1,0 +1,225 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/linux/seccomp"
+)
+
+// Init is the in-sandbox init: PID 1 of the sandbox's pid namespace. It reads
+// its [InitSpec] from fd [InitSpecFD], starts the command with Landlock and
+// the seccomp filter applied, forwards signals to the command's process
+// group, reaps every zombie, and exits with the command's status (128+N when
+// signal N killed it). When the command exits, init exits, and the kernel
+// kills whatever else is left in the namespace.
+func Init() int {
+	for i, fd := range []int{initStdinFD, initStdoutFD, initStderrFD} {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "sbx init: stdio: %v\n", err)
+			return ExitInitFailed
+		}
+		unix.Close(fd)
+	}
+	if _, err := unix.Write(InitReadyFD, []byte{1}); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: ready: %v\n", err)
+		return ExitInitFailed
+	}
+	unix.Close(InitReadyFD)
+	spec, err := readSpec()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
+		return ExitInitFailed
+	}
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs)
+	// Nothing the caller leaked may reach the command.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: close_range: %v\n", err)
+		return ExitInitFailed
+	}
+	if err := os.Chdir(spec.Dir); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: working directory: %v\n", err)
+		return ExitInitFailed
+	}
+	path, code, err := lookPath(spec.Argv[0], spec.Env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
+		return code
+	}
+	pid, err := startLocked(path, spec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
+			return ExitCannotExec
+		}
+		return ExitInitFailed
+	}
+	for sig := range sigs {
+		s := sig.(syscall.Signal)
+		switch s {
+		case syscall.SIGCHLD:
+			if status, done := reap(pid); done {
+				return status
+			}
+		case syscall.SIGURG, syscall.SIGPIPE:
+			// SIGURG is the Go runtime's own preemption signal.
+		default:
+			_ = unix.Kill(-pid, s)
+		}
+	}
+	return ExitInitFailed
+}
+
+func readSpec() (*InitSpec, error) {
+	f := os.NewFile(InitSpecFD, "spec")
+	if f == nil {
+		return nil, errors.New("no spec fd")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	var spec InitSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("empty command")
+	}
+	return &spec, nil
+}
+
+// lookPath finds argv0 along the command's own PATH.
+func lookPath(argv0 string, env []string) (string, int, error) {
+	check := func(p string) (int, error) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return ExitNotFound, err
+		}
+		if fi.IsDir() {
+			return ExitCannotExec, fmt.Errorf("%s: is a directory", p)
+		}
+		if err := unix.Access(p, unix.X_OK); err != nil {
+			return ExitCannotExec, fmt.Errorf("%s: %w", p, err)
+		}
+		return 0, nil
+	}
+	if strings.Contains(argv0, "/") {
+		if code, err := check(argv0); err != nil {
+			return "", code, err
+		}
+		return argv0, 0, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	var denied error
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, argv0)
+		code, err := check(p)
+		if err == nil {
+			return p, 0, nil
+		}
+		if code == ExitCannotExec && denied == nil {
+			denied = err
+		}
+	}
+	if denied != nil {
+		return "", ExitCannotExec, denied
+	}
+	return "", ExitNotFound, fmt.Errorf("%s: command not found", argv0)
+}
+
+// startLocked starts the command from a dedicated OS thread that carries
+// no_new_privs, the Landlock domain and the seccomp filter: a process forked
+// from it inherits all three, while the init's other threads stay free to
+// keep serving (signals now, the network bridge later). The thread is never
+// unlocked, so the runtime retires it when the goroutine ends.
+func startLocked(path string, spec *InitSpec) (int, error) {
+	type result struct {
+		pid int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		pid, err := lockDownAndFork(path, spec)
+		done <- result{pid, err}
+	}()
+	r := <-done
+	return r.pid, r.err
+}
+
+func lockDownAndFork(path string, spec *InitSpec) (int, error) {
+	prog, err := seccomp.Native()
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	abi, llErr := LandlockABI()
+	switch {
+	case llErr == nil:
+		if err := restrictWrites(abi, spec.Writable); err != nil {
+			return 0, err
+		}
+	case spec.RequireLandlock:
+		return 0, fmt.Errorf("landlock required but unavailable: %w", llErr)
+	}
+	// The seccomp filter comes last: nothing after it but fork and exec.
+	if err := seccomp.InstallThread(prog); err != nil {
+		return 0, err
+	}
+	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", spec.Argv[0], err)
+	}
+	return pid, nil
+}
+
+// reap collects every exited child. It reports the command's exit status
+// once the command itself has exited.
+func reap(cmd int) (int, bool) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err != nil || pid <= 0 {
+			return 0, false
+		}
+		if pid != cmd {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus(), true
+		case ws.Signaled():
+			return 128 + int(ws.Signal()), true
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package linux
+
+// InitArg is argv[1] of the sbx binary when it runs as the in-sandbox init.
+// Dispatch on it happens before any flag parsing (see cmd/sbx/main.go).
+const InitArg = "__sbx_init"
+
+// InitSpecFD is the file descriptor on which the init reads its [InitSpec]:
+// the policy travels over an inherited pipe, never in argv or environment.
+const InitSpecFD = 3
+
+// File descriptors the init inherits, besides [InitSpecFD]. bwrap's own
+// stdout and stderr are a pipe to sbx, so its setup errors can be told apart
+// from the command's output; the command's streams arrive on these fds and
+// the init moves them to 0, 1 and 2. The init writes one byte to
+// InitReadyFD once it runs: from then on, the exit status is the command's.
+const (
+	initStdinFD  = 5
+	initStdoutFD = 6
+	initStderrFD = 7
+	InitReadyFD  = 8
+)
+
+// InitSpec is what the in-sandbox init needs to start the command.
+type InitSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	// Writable are the paths Landlock lets the command write below; every
+	// other path is read-only to it (best effort: only where the kernel has
+	// Landlock).
+	Writable []string `json:"writable"`
+	// RequireLandlock makes a missing Landlock an error instead of a
+	// best-effort skip.
+	RequireLandlock bool `json:"requireLandlock,omitempty"`
+}
+
+// Exit statuses the init uses for its own failures, as a shell does.
+const (
+	ExitCannotExec = 126 // found but could not be executed
+	ExitNotFound   = 127 // command not found
+	ExitInitFailed = 125 // the sandbox could not start the command
+)

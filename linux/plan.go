@@ -1,0 +1,206 @@
+// Package linux is sbx's Linux executor: a bubblewrap sandbox whose first
+// process is sbx itself, re-executed as an init that applies Landlock and the
+// seccomp filter to the command it starts.
+//
+// The mount plan and the bubblewrap argv are built by pure functions from the
+// compiled policy (portable and golden-tested); only spawning is Linux code.
+package linux
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// OpKind is a mount operation of the plan.
+type OpKind uint8
+
+// The mount operations, in tie-break order: at the same path, a later kind
+// is applied after (and so wins over) an earlier one.
+const (
+	OpTmpfs     OpKind = iota // private writable tmpfs (/tmp)
+	OpBind                    // writable bind of a host path onto itself
+	OpROBind                  // read-only bind of Src onto Dst
+	OpHide                    // empty read-only tmpfs over a directory
+	OpDir                     // create a directory (a mount point inside a hidden tree)
+	OpRemountRO               // make a mount read-only (with its current submounts)
+)
+
+// Op is one step of the mount plan.
+type Op struct {
+	Kind OpKind `json:"kind"`
+	Src  string `json:"src,omitempty"`
+	Dst  string `json:"dst"`
+	Why  string `json:"why"`
+}
+
+// PlanInput is what [BuildPlan] needs besides the policy.
+type PlanInput struct {
+	Policy *fsrules.Policy
+	// Protected lists the existing protected entries to keep read-only.
+	Protected []fsrules.Entry
+	// Placeholders are host paths created empty for this run, to be bound
+	// read-only so the protected or denied name they stand for cannot be
+	// created.
+	Placeholders []fsrules.Entry
+	// EmptyFile is an empty read-only regular file on the host, bound over
+	// denyRead files.
+	EmptyFile string
+	// Exe is the sbx binary, bound read-only at its own path so the init can
+	// run even if its directory is hidden, and cannot be modified.
+	Exe string
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// BuildPlan orders the mount operations for a policy. Shallower paths come
+// first, so that a more specific rule is applied later and wins; at the same
+// path the [OpKind] order decides (deny after allow).
+func BuildPlan(in PlanInput) []Op {
+	pol := in.Policy
+	var ops []Op
+	ops = append(ops, Op{Kind: OpTmpfs, Dst: "/tmp", Why: "private /tmp"})
+	for _, w := range pol.Writable {
+		ops = append(ops, Op{Kind: OpBind, Src: w.Path, Dst: w.Path, Why: "writable: " + w.Origin})
+	}
+	for _, d := range pol.DenyWrite {
+		if d.Exists {
+			ops = append(ops, Op{Kind: OpROBind, Src: d.Path, Dst: d.Path, Why: "denyWrite: " + d.Origin})
+		}
+	}
+	for _, p := range in.Protected {
+		ops = append(ops, Op{Kind: OpROBind, Src: p.Path, Dst: p.Path, Why: "protected"})
+	}
+	for _, p := range in.Placeholders {
+		ops = append(ops, Op{Kind: OpROBind, Src: p.Path, Dst: p.Path, Why: "placeholder"})
+	}
+	for _, d := range pol.DenyRead {
+		if d.Dir {
+			ops = append(ops, Op{Kind: OpHide, Dst: d.Path, Why: "denyRead: " + d.Origin})
+		} else {
+			ops = append(ops, Op{Kind: OpROBind, Src: in.EmptyFile, Dst: d.Path, Why: "denyRead: " + d.Origin})
+		}
+	}
+	for _, a := range pol.AllowRead {
+		if hiddenBy(a.Path, pol.DenyRead) {
+			ops = append(ops, Op{Kind: OpROBind, Src: a.Path, Dst: a.Path, Why: "allowRead: " + a.Origin})
+		}
+	}
+	// Writable roots inside a hidden tree are re-exposed after the hide.
+	if in.Exe != "" {
+		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx init"})
+	}
+	slices.SortStableFunc(ops, func(a, b Op) int {
+		if da, db := depth(a.Dst), depth(b.Dst); da != db {
+			return da - db
+		}
+		if a.Dst == b.Dst {
+			return int(a.Kind) - int(b.Kind)
+		}
+		return 0
+	})
+	// A bind that lies under a hidden directory needs its mount point made
+	// while the hiding tmpfs is still writable; then the tmpfs is made
+	// read-only, then the bind is applied.
+	var out []Op
+	for i, op := range ops {
+		out = append(out, op)
+		if op.Kind != OpHide {
+			continue
+		}
+		var made []string
+		for _, later := range ops[i+1:] {
+			if !fsrules.Within(later.Dst, op.Dst) || later.Dst == op.Dst {
+				continue
+			}
+			// Inside a path that an earlier bind of this tree brings back,
+			// the mount point exists already.
+			if slices.ContainsFunc(made, func(m string) bool { return fsrules.Within(later.Dst, m) }) {
+				continue
+			}
+			made = append(made, later.Dst)
+			if later.Kind == OpBind || (later.Kind == OpROBind && isDirOp(later, pol)) {
+				out = append(out, Op{Kind: OpDir, Dst: later.Dst, Why: "mount point"})
+			} else {
+				out = append(out, Op{Kind: OpROBind, Src: in.EmptyFile, Dst: later.Dst, Why: "mount point"})
+			}
+		}
+		out = append(out, Op{Kind: OpRemountRO, Dst: op.Dst, Why: op.Why})
+	}
+	return out
+}
+
+// isDirOp reports whether a read-only bind's source is a directory, from
+// what the policy knows.
+func isDirOp(op Op, pol *fsrules.Policy) bool {
+	for _, l := range [][]fsrules.Path{pol.AllowRead, pol.DenyWrite, pol.Writable} {
+		for _, p := range l {
+			if p.Path == op.Src {
+				return p.Dir
+			}
+		}
+	}
+	return false
+}
+
+func hiddenBy(p string, deny []fsrules.Path) bool {
+	for _, d := range deny {
+		if d.Dir && fsrules.Within(p, d.Path) && p != d.Path {
+			return true
+		}
+	}
+	return false
+}
+
+// BwrapOptions are the parts of the bubblewrap command line that are not
+// mounts.
+type BwrapOptions struct {
+	InfoFD   int    // fd bwrap writes the child's pid to
+	Hostname string // empty means "sbx"
+}
+
+// BwrapArgs renders the plan as a bubblewrap argv (without the bwrap path).
+// The sandbox gets new user, mount, pid, ipc, uts, cgroup and network
+// namespaces, no capabilities, a fresh /proc and a minimal /dev; the root
+// file system is read-only. The command run inside is init.
+func BwrapArgs(plan []Op, opt BwrapOptions, init []string) []string {
+	host := opt.Hostname
+	if host == "" {
+		host = "sbx"
+	}
+	a := []string{
+		"--new-session", "--die-with-parent",
+		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+		"--unshare-uts", "--unshare-cgroup", "--disable-userns",
+		"--cap-drop", "ALL", "--as-pid-1", "--hostname", host,
+	}
+	if opt.InfoFD > 0 {
+		a = append(a, "--info-fd", strconv.Itoa(opt.InfoFD))
+	}
+	a = append(a, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+	for _, op := range plan {
+		switch op.Kind {
+		case OpTmpfs:
+			a = append(a, "--tmpfs", op.Dst)
+		case OpBind:
+			a = append(a, "--bind", op.Src, op.Dst)
+		case OpROBind:
+			a = append(a, "--ro-bind", op.Src, op.Dst)
+		case OpHide:
+			a = append(a, "--perms", "0555", "--tmpfs", op.Dst)
+		case OpDir:
+			a = append(a, "--dir", op.Dst)
+		case OpRemountRO:
+			a = append(a, "--remount-ro", op.Dst)
+		}
+	}
+	a = append(a, "--")
+	return append(a, init...)
+}

@@ -1,0 +1,121 @@
+package linux
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+	}
+}
+
+// renderArgs puts one bwrap option per line, for readable golden files.
+func renderArgs(args []string) string {
+	var b strings.Builder
+	for i, a := range args {
+		if strings.HasPrefix(a, "--") && i > 0 {
+			b.WriteByte('\n')
+		} else if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(a)
+	}
+	return b.String() + "\n"
+}
+
+func TestBwrapArgsGolden(t *testing.T) {
+	p := func(path string, dir bool) fsrules.Path {
+		return fsrules.Path{Path: path, Exists: true, Dir: dir, Origin: "test"}
+	}
+	tests := []struct {
+		name string
+		in   PlanInput
+	}{
+		{"default", PlanInput{
+			Policy:       &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{p("/w", true)}},
+			Protected:    []fsrules.Entry{{Path: "/w/.git/config"}, {Path: "/w/.git/hooks", Dir: true}},
+			Placeholders: []fsrules.Entry{{Path: "/w/.bashrc"}, {Path: "/w/.vscode", Dir: true}},
+			EmptyFile:    "/state/run/empty",
+			Exe:          "/usr/bin/sbx",
+		}},
+		{"every-key", PlanInput{
+			Policy: &fsrules.Policy{
+				Workspace: "/home/u/w",
+				Writable:  []fsrules.Path{p("/home/u/w", true), p("/home/u/.cache/go", true), p("/tmp", true)},
+				DenyWrite: []fsrules.Path{p("/home/u/w/vendor", true), {Path: "/home/u/w/new", Origin: "test"}},
+				DenyRead:  []fsrules.Path{p("/home/u", true), p("/home/u/w/.env", false)},
+				AllowRead: []fsrules.Path{p("/home/u/.gitconfig", false), p("/home/u/docs", true)},
+			},
+			Placeholders: []fsrules.Entry{{Path: "/home/u/w/new"}},
+			EmptyFile:    "/state/run/empty",
+			Exe:          "/home/u/bin/sbx",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := BwrapArgs(BuildPlan(tt.in), BwrapOptions{InfoFD: 4}, []string{tt.in.Exe, InitArg})
+			golden(t, "bwrap-"+tt.name+".golden", renderArgs(args))
+		})
+	}
+}
+
+func TestPlanOrderDenyAfterAllow(t *testing.T) {
+	plan := BuildPlan(PlanInput{
+		Policy: &fsrules.Policy{
+			Writable:  []fsrules.Path{{Path: "/w", Dir: true, Exists: true}},
+			DenyWrite: []fsrules.Path{{Path: "/w", Dir: true, Exists: true}},
+		},
+	})
+	var kinds []OpKind
+	for _, op := range plan {
+		if op.Dst == "/w" {
+			kinds = append(kinds, op.Kind)
+		}
+	}
+	if len(kinds) != 2 || kinds[0] != OpBind || kinds[1] != OpROBind {
+		t.Errorf("ops on /w = %v, want bind then ro-bind", kinds)
+	}
+}
+
+func TestPlanHiddenTreeGetsMountPointsThenReadOnly(t *testing.T) {
+	plan := BuildPlan(PlanInput{
+		Policy: &fsrules.Policy{
+			Writable:  []fsrules.Path{{Path: "/h/w", Dir: true, Exists: true}},
+			DenyRead:  []fsrules.Path{{Path: "/h", Dir: true, Exists: true}},
+			AllowRead: []fsrules.Path{{Path: "/h/f", Exists: true}},
+		},
+		EmptyFile: "/e",
+	})
+	var seq []string
+	for _, op := range plan {
+		if strings.HasPrefix(op.Dst, "/h") {
+			seq = append(seq, []string{"tmpfs", "bind", "robind", "hide", "dir", "remount-ro"}[op.Kind]+" "+op.Dst)
+		}
+	}
+	want := []string{"hide /h", "dir /h/w", "robind /h/f", "remount-ro /h", "bind /h/w", "robind /h/f"}
+	if diff := cmp.Diff(want, seq); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}

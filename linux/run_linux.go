@@ -1,0 +1,469 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// Executor runs commands in a bubblewrap sandbox. It implements
+// [pipeline.Executor].
+type Executor struct {
+	// Bwrap is the bubblewrap binary; empty means "bwrap" on PATH.
+	Bwrap string
+	// Exe is the sbx binary to run as the in-sandbox init; empty means the
+	// running executable.
+	Exe string
+	// StateDir holds run directories and the quarantine; required.
+	StateDir string
+	// RequireLandlock fails a run when the kernel has no Landlock, instead of
+	// relying on the mount namespace alone.
+	RequireLandlock bool
+}
+
+var _ pipeline.Executor = (*Executor)(nil)
+
+func (e *Executor) paths() (bwrap, exe string, err error) {
+	bwrap = e.Bwrap
+	if bwrap == "" {
+		bwrap = "bwrap"
+	}
+	if bwrap, err = exec.LookPath(bwrap); err != nil {
+		return "", "", fmt.Errorf("%w: bubblewrap not found (%v); install it (Debian/Ubuntu: apt-get install bubblewrap) or set sandbox.bwrapPath", pipeline.ErrUnavailable, err)
+	}
+	exe = e.Exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return "", "", fmt.Errorf("%w: cannot find the sbx binary: %v", pipeline.ErrUnavailable, err)
+		}
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", "", fmt.Errorf("%w: sbx binary: %v", pipeline.ErrUnavailable, err)
+	}
+	return bwrap, exe, nil
+}
+
+// Run implements [pipeline.Executor].
+func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	if s.FS == nil || len(s.Argv) == 0 {
+		return nil, errors.New("linux: spec needs a filesystem policy and a command")
+	}
+	if e.StateDir == "" {
+		return nil, errors.New("linux: Executor.StateDir is required")
+	}
+	bwrap, exe, err := e.paths()
+	if err != nil {
+		return nil, err
+	}
+	res := &pipeline.Result{}
+	if rep, err := CleanStale(e.StateDir); err != nil {
+		res.Warnings = append(res.Warnings, "cleaning up after an earlier killed run: "+err.Error())
+	} else if rep != nil && len(rep.Quarantined) > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("an earlier killed run left protected files; moved to quarantine: %v", rep.Quarantined))
+	}
+	runDir, rec, err := newRunDir(e.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("linux: run directory: %w", err)
+	}
+	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res}
+	defer r.cleanup()
+	if err := r.prepare(); err != nil {
+		return nil, err
+	}
+	plan := BuildPlan(PlanInput{
+		Policy:       s.FS,
+		Protected:    r.snap.Existing,
+		Placeholders: r.rec.Placeholders,
+		EmptyFile:    filepath.Join(runDir, emptyFile),
+		Exe:          exe,
+	})
+	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+type run struct {
+	e      *Executor
+	spec   *pipeline.Spec
+	runDir string
+	rec    *record
+	snap   *fsrules.Snapshot
+	res    *pipeline.Result
+	// sandboxed is set once the sandbox has started, so that cleanup runs
+	// the post-run scan.
+	sandboxed bool
+}
+
+// prepare scans the writable roots, then records and creates the
+// placeholders. The record is written first, so a kill at any point leaves
+// enough behind for [CleanStale].
+func (r *run) prepare() error {
+	snap, err := fsrules.Scan(r.spec.FS)
+	if err != nil {
+		return fmt.Errorf("linux: scan writable roots: %w", err)
+	}
+	r.snap = snap
+	want := slices.Clone(snap.Missing)
+	for _, d := range r.spec.FS.DenyWrite {
+		if !d.Exists {
+			if p, ok := firstMissing(d.Path); ok {
+				want = append(want, p)
+			}
+		}
+	}
+	want = slices.DeleteFunc(want, func(p fsrules.Entry) bool { return r.hidden(p.Path) })
+	if err := writeJSON(filepath.Join(r.runDir, policyFile), r.spec.FS); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(r.runDir, snapshotFile), snap); err != nil {
+		return err
+	}
+	r.rec.Placeholders = want
+	if err := writeJSON(filepath.Join(r.runDir, recordFile), r.rec); err != nil {
+		return err
+	}
+	var made []fsrules.Entry
+	for _, p := range want {
+		var err error
+		if p.Dir {
+			err = os.Mkdir(p.Path, 0o555)
+		} else {
+			var f *os.File
+			f, err = os.OpenFile(p.Path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+			if err == nil {
+				f.Close()
+			}
+		}
+		switch {
+		case err == nil:
+			made = append(made, p)
+		case errors.Is(err, fs.ErrExist):
+			// Appeared since the scan: bind what is there.
+			r.snap.Existing = append(r.snap.Existing, fsrules.Entry{Path: p.Path, Dir: p.Dir})
+		default:
+			return fmt.Errorf("linux: cannot create placeholder %s to keep it read-only: %w", p.Path, err)
+		}
+	}
+	r.rec.Placeholders = made
+	return writeJSON(filepath.Join(r.runDir, recordFile), r.rec)
+}
+
+func (r *run) hidden(p string) bool {
+	for _, d := range r.spec.FS.DenyRead {
+		if d.Dir && fsrules.Within(p, d.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstMissing returns the first path component of p that does not exist,
+// as a placeholder: a directory for an intermediate component, a file for p
+// itself.
+func firstMissing(p string) (fsrules.Entry, bool) {
+	cur := p
+	for {
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return fsrules.Entry{}, false
+		}
+		if _, err := os.Lstat(parent); err == nil {
+			return fsrules.Entry{Path: cur, Dir: cur != p}, true
+		}
+		cur = parent
+	}
+}
+
+// cleanup removes the placeholders, moves protected files that appeared
+// during the run to quarantine, and removes the run directory.
+func (r *run) cleanup() {
+	var errs []error
+	for _, p := range r.rec.Placeholders {
+		if err := removePlaceholder(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.sandboxed {
+		qdir := filepath.Join(r.e.StateDir, "quarantine", filepath.Base(r.runDir))
+		moved, err := quarantineAfter(r.runDir, qdir)
+		r.res.Quarantined = moved
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		for _, err := range errs {
+			r.res.Warnings = append(r.res.Warnings, err.Error())
+		}
+		return // keep the run directory: the next run retries
+	}
+	if err := os.RemoveAll(r.runDir); err != nil {
+		r.res.Warnings = append(r.res.Warnings, err.Error())
+	}
+}
+
+// forwarded are the signals sbx passes on to the sandbox.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+
+func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pipeline.Stdio) error {
+	writable := []string{"/dev", "/tmp"}
+	for _, w := range r.spec.FS.Writable {
+		writable = append(writable, w.Path)
+	}
+	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
+		RequireLandlock: r.e.RequireLandlock}
+	specData, err := json.Marshal(init)
+	if err != nil {
+		return err
+	}
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	files, closeLater, waitCopies, err := fileStdio(stdio)
+	if err != nil {
+		return err
+	}
+	closeLater = append(closeLater, readyW)
+	// fds in the child: 3 spec, 4 info, 5-7 the command's stdio, 8 ready.
+	args := BwrapArgs(plan, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
+	var bwrapErr bytes.Buffer
+	cmd := &exec.Cmd{
+		Path:       bwrap,
+		Args:       append([]string{"bwrap"}, args...),
+		Env:        []string{},
+		Dir:        "/",
+		Stdin:      nil,
+		Stdout:     &bwrapErr,
+		Stderr:     &bwrapErr,
+		ExtraFiles: append(append([]*os.File{specR, infoW}, files...), readyW),
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+
+	// Pdeathsig follows the thread that forked bwrap: start and wait from
+	// one locked thread (golang/go#27505).
+	type waited struct {
+		err error
+	}
+	started := make(chan error, 1)
+	exited := make(chan waited, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- waited{cmd.Wait()}
+	}()
+	err = <-started
+	specR.Close()
+	infoW.Close()
+	for _, f := range closeLater {
+		f.Close()
+	}
+	if err != nil {
+		specW.Close()
+		infoR.Close()
+		readyR.Close()
+		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
+	}
+	r.sandboxed = true
+	go func() {
+		specW.Write(specData)
+		specW.Close()
+	}()
+
+	// The child's pid arrives on the info fd once the namespaces exist.
+	pidCh := make(chan int, 1)
+	go func(pidc chan<- int) {
+		defer infoR.Close()
+		var info struct {
+			ChildPID int `json:"child-pid"`
+		}
+		data, _ := io.ReadAll(infoR)
+		if json.Unmarshal(data, &info) == nil && info.ChildPID > 0 {
+			pidc <- info.ChildPID
+		}
+		close(pidc)
+	}(pidCh)
+	pidc := (<-chan int)(pidCh)
+
+	ready := make(chan bool, 1)
+	go func() {
+		defer readyR.Close()
+		var b [1]byte
+		n, _ := readyR.Read(b[:])
+		ready <- n == 1
+	}()
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	var timeout <-chan time.Time
+	if r.spec.Timeout > 0 {
+		t := time.NewTimer(r.spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	childPID := 0
+	killAll := func() {
+		if childPID > 0 {
+			_ = unix.Kill(childPID, unix.SIGKILL) // PID 1: the whole namespace goes
+		}
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	}
+	var pending []os.Signal
+	for {
+		select {
+		case pid, ok := <-pidc:
+			if ok {
+				childPID = pid
+				for _, s := range pending {
+					_ = unix.Kill(childPID, s.(syscall.Signal))
+				}
+				pending = nil
+			}
+			pidc = nil
+		case s := <-sigs:
+			if childPID > 0 {
+				_ = unix.Kill(childPID, s.(syscall.Signal))
+			} else {
+				pending = append(pending, s)
+			}
+		case <-timeout:
+			r.res.TimedOut = true
+			killAll()
+			timeout = nil
+		case <-ctx.Done():
+			killAll()
+			<-exited
+			waitCopies()
+			return ctx.Err()
+		case w := <-exited:
+			waitCopies()
+			return r.finish(w.err, <-ready, cmd, bwrapErr.String())
+		}
+	}
+}
+
+// finish turns bubblewrap's exit into a result. bwrap exits with the init's
+// status, which is the command's; a bwrap that never started the init is a
+// setup failure, reported as an error with bwrap's own message.
+func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string) error {
+	st := cmd.ProcessState
+	if st == nil {
+		return fmt.Errorf("linux: bubblewrap: %w", waitErr)
+	}
+	if !initRan && !r.res.TimedOut {
+		msg := bytes.TrimSpace([]byte(bwrapOut))
+		if len(msg) == 0 {
+			msg = []byte(st.String())
+		}
+		return fmt.Errorf("%w: bubblewrap could not build the sandbox: %s", pipeline.ErrUnavailable, msg)
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.res.ExitCode = 128 + int(ws.Signal())
+	} else {
+		r.res.ExitCode = st.ExitCode()
+	}
+	if out := bytes.TrimSpace([]byte(bwrapOut)); len(out) > 0 {
+		r.res.Warnings = append(r.res.Warnings, "bubblewrap: "+string(out))
+	}
+	return nil
+}
+
+// fileStdio turns the streams into files for the child. Non-file readers and
+// writers get a pipe and a copying goroutine; waitCopies waits for those to
+// drain after the child has exited.
+func fileStdio(s pipeline.Stdio) (files, closeLater []*os.File, waitCopies func(), err error) {
+	var wg sync.WaitGroup
+	in := func(r io.Reader) (*os.File, error) {
+		if f, ok := r.(*os.File); ok {
+			return f, nil
+		}
+		if r == nil {
+			f, err := os.Open(os.DevNull)
+			closeLater = append(closeLater, f)
+			return f, err
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		closeLater = append(closeLater, pr)
+		go func() {
+			io.Copy(pw, r)
+			pw.Close()
+		}()
+		return pr, nil
+	}
+	out := func(w io.Writer) (*os.File, error) {
+		if f, ok := w.(*os.File); ok {
+			return f, nil
+		}
+		if w == nil {
+			w = io.Discard
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		closeLater = append(closeLater, pw)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			io.Copy(w, pr)
+			pr.Close()
+		}()
+		return pw, nil
+	}
+	stdin, err := in(s.Stdin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stdout, err := out(s.Stdout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stderr, err := out(s.Stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return []*os.File{stdin, stdout, stderr}, closeLater, wg.Wait, nil
+}

@@ -1,0 +1,105 @@
+//go:build seccompgen
+
+// Command gen compiles seccomp.Rules into BPF programs with libseccomp, one
+// per architecture, for embedding. Run it with `go generate ./linux/seccomp`
+// (needs cgo and libseccomp-dev).
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	libseccomp "github.com/seccomp/libseccomp-golang"
+
+	"github.com/sbx-sandbox/sbx/linux/seccomp"
+)
+
+func main() {
+	out := "."
+	if len(os.Args) > 1 {
+		out = os.Args[1]
+	}
+	for goarch, arch := range map[string]libseccomp.ScmpArch{"amd64": libseccomp.ArchAMD64, "arm64": libseccomp.ArchARM64} {
+		if err := build(arch, filepath.Join(out, "bpf_"+goarch+".bin")); err != nil {
+			fmt.Fprintf(os.Stderr, "gen %s: %v\n", goarch, err)
+			os.Exit(1)
+		}
+	}
+}
+
+func build(arch libseccomp.ScmpArch, path string) error {
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err != nil {
+		return err
+	}
+	defer f.Release()
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return err
+	}
+	if native != arch {
+		if err := f.AddArch(arch); err != nil {
+			return err
+		}
+		if err := f.RemoveArch(native); err != nil {
+			return err
+		}
+	}
+	if err := f.SetBadArchAction(libseccomp.ActKillProcess); err != nil {
+		return err
+	}
+	// The program is installed by sbx itself, after it sets no_new_privs.
+	if err := f.SetNoNewPrivsBit(false); err != nil {
+		return err
+	}
+	for _, r := range seccomp.Rules() {
+		// Rules take the native architecture's number; libseccomp translates
+		// it by name for the filter's architecture.
+		nr, err := libseccomp.GetSyscallFromName(r.Syscall)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.Syscall, err)
+		}
+		act := libseccomp.ActErrno.SetReturnCode(1) // EPERM
+		if r.Action == seccomp.ENOSYS {
+			act = libseccomp.ActErrno.SetReturnCode(38) // ENOSYS
+		}
+		if len(r.Conds) == 0 {
+			err = f.AddRule(nr, act)
+		} else {
+			var conds []libseccomp.ScmpCondition
+			for _, c := range r.Conds {
+				var sc libseccomp.ScmpCondition
+				switch c.Op {
+				case seccomp.MaskedEq:
+					sc, err = libseccomp.MakeCondition(c.Arg, libseccomp.CompareMaskedEqual, c.Mask, c.Value)
+				case seccomp.GE:
+					sc, err = libseccomp.MakeCondition(c.Arg, libseccomp.CompareGreaterEqual, c.Value)
+				}
+				if err != nil {
+					return err
+				}
+				conds = append(conds, sc)
+			}
+			err = f.AddRuleConditional(nr, act, conds)
+		}
+		if err != nil {
+			return fmt.Errorf("%s (nr %d): %w", r.Syscall, nr, err)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".bpf-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := f.ExportBPF(tmp); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

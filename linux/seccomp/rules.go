@@ -1,0 +1,118 @@
+// Package seccomp holds sbx's seccomp filter: the rules (portable data), the
+// BPF programs compiled from them at build time with libseccomp
+// (go generate, committed as bpf_<arch>.bin and embedded), and their
+// installation on Linux.
+//
+// The filter is compiled at build time so that the shipped sbx binary is
+// static (CGO_ENABLED=0) and needs no libseccomp on the host, and so that the
+// exact program is reviewed and golden-tested. `make generate` rebuilds it;
+// CI checks that the committed programs match the rules.
+package seccomp
+
+// Action is what a rule does to a matching system call.
+type Action uint8
+
+// The actions a rule can take.
+const (
+	// EPERM makes the call fail with EPERM, so tools degrade gracefully.
+	EPERM Action = iota
+	// ENOSYS makes the call fail with ENOSYS. clone3 gets it, because its
+	// flags sit behind a pointer the filter cannot read; libc then falls back
+	// to clone, whose flags the filter checks.
+	ENOSYS
+)
+
+// Op compares a system call argument.
+type Op uint8
+
+// The comparisons a condition can make.
+const (
+	// MaskedEq matches when arg & Mask == Value.
+	MaskedEq Op = iota
+	// GE matches when arg >= Value (unsigned, 64 bits).
+	GE
+)
+
+// Cond is one condition on a system call argument.
+type Cond struct {
+	Arg   uint
+	Op    Op
+	Mask  uint64
+	Value uint64
+}
+
+// Rule blocks one system call, always or when all of Conds hold.
+type Rule struct {
+	Syscall string
+	Action  Action
+	Conds   []Cond
+	Why     string
+}
+
+// Address families that stay allowed: IPv4 and IPv6 reach the in-sandbox
+// proxy bridge; netlink lets libc query interfaces in the sandbox's own empty
+// network namespace.
+const (
+	afINET    = 2
+	afINET6   = 10
+	afNETLINK = 16
+)
+
+// Namespace flags of clone and unshare.
+var nsFlags = []uint64{
+	0x00000080, // CLONE_NEWTIME
+	0x00020000, // CLONE_NEWNS
+	0x02000000, // CLONE_NEWCGROUP
+	0x04000000, // CLONE_NEWUTS
+	0x08000000, // CLONE_NEWIPC
+	0x10000000, // CLONE_NEWUSER
+	0x20000000, // CLONE_NEWPID
+	0x40000000, // CLONE_NEWNET
+}
+
+// Rules returns the filter's rules. Every other system call is allowed; a
+// call made with a foreign architecture's calling convention kills the
+// process.
+func Rules() []Rule {
+	var rs []Rule
+	// socket(): only AF_INET, AF_INET6 and AF_NETLINK. The family is an int,
+	// so compare its low 32 bits; anything at or above 17 (including values
+	// with high bits set) is refused too.
+	for f := uint64(0); f < 17; f++ {
+		if f == afINET || f == afINET6 || f == afNETLINK {
+			continue
+		}
+		rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: f}},
+			Why: "address families other than IPv4, IPv6 and netlink (AF_UNIX reaches host daemons)"})
+	}
+	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: GE, Value: 17}}, Why: "address families from 17 up"})
+	for _, f := range nsFlags {
+		for _, sc := range []string{"clone", "unshare"} {
+			rs = append(rs, Rule{Syscall: sc, Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: f, Value: f}},
+				Why: "new namespaces"})
+		}
+	}
+	rs = append(rs, Rule{Syscall: "clone3", Action: ENOSYS, Why: "flags behind a pointer; libc falls back to clone"})
+	for _, ioc := range []uint64{0x5412 /* TIOCSTI */, 0x541C /* TIOCLINUX */} {
+		rs = append(rs, Rule{Syscall: "ioctl", Conds: []Cond{{Arg: 1, Op: MaskedEq, Mask: 0xffffffff, Value: ioc}},
+			Why: "typing into the terminal"})
+	}
+	always := []struct {
+		why   string
+		calls []string
+	}{
+		{"io_uring bypasses the socket rule", []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}},
+		{"reading or changing other processes", []string{"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"}},
+		{"kernel attack surface", []string{"bpf", "perf_event_open", "userfaultfd"}},
+		{"kernel keyrings", []string{"keyctl", "add_key", "request_key"}},
+		{"mounts", []string{"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"}},
+		{"joining namespaces", []string{"setns"}},
+		{"kernel code", []string{"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"}},
+	}
+	for _, g := range always {
+		for _, c := range g.calls {
+			rs = append(rs, Rule{Syscall: c, Why: g.why})
+		}
+	}
+	return rs
+}

@@ -1,0 +1,182 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/bpf"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// Return values of a seccomp program.
+const (
+	retAllow       = 0x7fff0000
+	retKillProcess = 0x80000000
+	retEPERM       = 0x00050000 | 1
+	retENOSYS      = 0x00050000 | 38
+)
+
+// Audit architecture tokens and syscall numbers, per architecture, for the
+// calls the table below uses.
+var arches = map[string]struct {
+	audit    uint32
+	foreign  uint32
+	syscalls map[string]uint32
+}{
+	"amd64": {0xc000003e, 0xc00000b7, map[string]uint32{
+		"read": 0, "socket": 41, "socketpair": 53, "ioctl": 16, "clone": 56, "clone3": 435, "unshare": 272,
+		"ptrace": 101, "mount": 165, "bpf": 321, "io_uring_setup": 425, "setns": 308, "keyctl": 250,
+		"kexec_load": 246, "open_tree": 428, "userfaultfd": 323, "pidfd_getfd": 438,
+	}},
+	"arm64": {0xc00000b7, 0xc000003e, map[string]uint32{
+		"read": 63, "socket": 198, "socketpair": 199, "ioctl": 29, "clone": 220, "clone3": 435, "unshare": 97,
+		"ptrace": 117, "mount": 40, "bpf": 280, "io_uring_setup": 425, "setns": 268, "keyctl": 219,
+		"kexec_load": 104, "open_tree": 428, "userfaultfd": 282, "pidfd_getfd": 438,
+	}},
+}
+
+// seccompData lays out struct seccomp_data for the x/net/bpf VM, which
+// loads words big-endian: each 32-bit word is stored big-endian here with
+// the value the kernel would load on a little-endian machine.
+func seccompData(nr, arch uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[0:], nr)
+	binary.BigEndian.PutUint32(b[4:], arch)
+	for i, a := range args {
+		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+func vm(t *testing.T, goarch string) *bpf.VM {
+	t.Helper()
+	prog, err := Program(goarch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []bpf.Instruction
+	for _, p := range prog {
+		ins = append(ins, bpf.RawInstruction{Op: p.Code, Jt: p.Jt, Jf: p.Jf, K: p.K}.Disassemble())
+	}
+	v, err := bpf.NewVM(ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestFilterDecisions(t *testing.T) {
+	tests := []struct {
+		name    string
+		syscall string
+		args    []uint64
+		want    uint32
+	}{
+		{"read allowed", "read", nil, retAllow},
+		{"socket AF_UNIX", "socket", []uint64{1, 1}, retEPERM},
+		{"socket AF_UNIX high bits", "socket", []uint64{0x1_0000_0001, 1}, retEPERM},
+		{"socket AF_UNSPEC", "socket", []uint64{0, 1}, retEPERM},
+		{"socket AF_INET", "socket", []uint64{2, 1}, retAllow},
+		{"socket AF_INET6", "socket", []uint64{10, 2}, retAllow},
+		{"socket AF_NETLINK", "socket", []uint64{16, 3}, retAllow},
+		{"socket AF_PACKET", "socket", []uint64{17, 3}, retEPERM},
+		{"socket AF_VSOCK", "socket", []uint64{40, 1}, retEPERM},
+		{"socket AF_INET high bits", "socket", []uint64{0x1_0000_0002, 1}, retEPERM},
+		{"socket AF_ALG", "socket", []uint64{38, 5}, retEPERM},
+		{"socketpair AF_UNIX allowed", "socketpair", []uint64{1, 1}, retAllow},
+		{"ioctl TIOCSTI", "ioctl", []uint64{0, 0x5412}, retEPERM},
+		{"ioctl TIOCSTI high bits", "ioctl", []uint64{0, 0xdead_0000_5412}, retEPERM},
+		{"ioctl TIOCLINUX", "ioctl", []uint64{0, 0x541C}, retEPERM},
+		{"ioctl TCGETS", "ioctl", []uint64{0, 0x5401}, retAllow},
+		{"clone thread", "clone", []uint64{0x3d0f00}, retAllow},
+		{"clone vfork", "clone", []uint64{0x4111}, retAllow},
+		{"clone NEWUSER", "clone", []uint64{0x10000000 | 17}, retEPERM},
+		{"clone NEWNS", "clone", []uint64{0x20000}, retEPERM},
+		{"clone NEWTIME", "clone", []uint64{0x80}, retEPERM},
+		{"unshare NEWNET", "unshare", []uint64{0x40000000}, retEPERM},
+		{"unshare FILES", "unshare", []uint64{0x400}, retAllow},
+		{"clone3", "clone3", nil, retENOSYS},
+		{"ptrace", "ptrace", nil, retEPERM},
+		{"mount", "mount", nil, retEPERM},
+		{"open_tree", "open_tree", nil, retEPERM},
+		{"bpf", "bpf", nil, retEPERM},
+		{"io_uring_setup", "io_uring_setup", nil, retEPERM},
+		{"setns", "setns", nil, retEPERM},
+		{"keyctl", "keyctl", nil, retEPERM},
+		{"kexec_load", "kexec_load", nil, retEPERM},
+		{"userfaultfd", "userfaultfd", nil, retEPERM},
+		{"pidfd_getfd", "pidfd_getfd", nil, retEPERM},
+	}
+	for goarch, a := range arches {
+		v := vm(t, goarch)
+		for _, tt := range tests {
+			t.Run(goarch+"/"+tt.name, func(t *testing.T) {
+				nr, ok := a.syscalls[tt.syscall]
+				if !ok {
+					t.Fatalf("no number for %s", tt.syscall)
+				}
+				got, err := v.Run(seccompData(nr, a.audit, tt.args...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if uint32(got) != tt.want {
+					t.Errorf("%s%v = %#x, want %#x", tt.syscall, tt.args, uint32(got), tt.want)
+				}
+			})
+		}
+		t.Run(goarch+"/foreign arch killed", func(t *testing.T) {
+			got, _ := v.Run(seccompData(0, a.foreign))
+			if uint32(got) != retKillProcess {
+				t.Errorf("foreign arch = %#x, want kill", uint32(got))
+			}
+		})
+	}
+	t.Run("amd64/x32 killed", func(t *testing.T) {
+		got, _ := vm(t, "amd64").Run(seccompData(0x40000000|41, arches["amd64"].audit, 1))
+		if uint32(got) != retKillProcess {
+			t.Errorf("x32 socket = %#x, want kill", uint32(got))
+		}
+	})
+}
+
+func TestDisassemblyGolden(t *testing.T) {
+	for _, goarch := range []string{"amd64", "arm64"} {
+		prog, err := Program(goarch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := Disassemble(prog)
+		path := filepath.Join("testdata", goarch+".asm")
+		if *update {
+			os.WriteFile(path, []byte(got), 0o644)
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), got); diff != "" {
+			t.Errorf("%s program changed (-want +got):\n%s", goarch, diff)
+		}
+	}
+}
+
+func TestNativeProgram(t *testing.T) {
+	_, err := Native()
+	switch runtime.GOARCH {
+	case "amd64", "arm64":
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		if err == nil {
+			t.Fatal("no error on an architecture without a filter")
+		}
+	}
+}

@@ -1,0 +1,478 @@
+// Package settings loads, validates and merges sbx settings files, which use
+// Claude Code's settings.json schema.
+//
+// Levels, highest first: managed (/etc/sbx/managed-settings.json and
+// managed-settings.d/*.json), command line (--settings FILE), project local
+// (.sbx/settings.local.json), project (.sbx/settings.json) and user
+// ($XDG_CONFIG_HOME/sbx/settings.json). With Claude set, Claude Code's files
+// at the same levels are read too. Lists merge across levels; for scalars the
+// highest level that sets the key wins.
+//
+// Project files live in the workspace, which may be untrusted: unless the
+// project is trusted, their values that loosen the sandbox are dropped with a
+// warning. Every error names the file, the line and column, and the key.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Level is a settings level. Lower values take precedence.
+type Level uint8
+
+// The settings levels, highest precedence first.
+const (
+	LevelManaged Level = iota
+	LevelCLI
+	LevelProjectLocal
+	LevelProject
+	LevelUser
+)
+
+func (l Level) String() string {
+	switch l {
+	case LevelManaged:
+		return "managed"
+	case LevelCLI:
+		return "cli"
+	case LevelProjectLocal:
+		return "projectLocal"
+	case LevelProject:
+		return "project"
+	case LevelUser:
+		return "user"
+	}
+	return fmt.Sprintf("level(%d)", l)
+}
+
+// IsProject reports whether files at this level live in the workspace.
+func (l Level) IsProject() bool { return l == LevelProject || l == LevelProjectLocal }
+
+// File is one loaded settings file.
+type File struct {
+	Path   string // file path, or "--settings (inline JSON)"
+	Level  Level
+	Claude bool // a Claude Code settings file rather than an sbx one
+	// BaseDir anchors relative paths in this file: the project root for
+	// project files and the command line, the file's directory otherwise.
+	BaseDir string
+	Root    *Node
+}
+
+// Warning is a problem that does not stop sbx from running.
+type Warning struct {
+	File string
+	Pos  Pos
+	Key  string
+	Msg  string
+}
+
+func (w Warning) String() string {
+	loc := w.File
+	if w.Pos.Line > 0 {
+		loc += ":" + w.Pos.String()
+	}
+	if w.Key != "" {
+		return fmt.Sprintf("%s: %s: %s", loc, w.Key, w.Msg)
+	}
+	return fmt.Sprintf("%s: %s", loc, w.Msg)
+}
+
+// Error is a settings problem that stops sbx: nothing runs.
+type Error struct {
+	File string
+	Pos  Pos
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	return Warning(*e).String()
+}
+
+// Entry is one list element with the file and position it came from.
+type Entry struct {
+	Value string
+	File  *File
+	Pos   Pos
+}
+
+// Bool is a boolean setting with where it was set; Set is false when no
+// file sets it.
+type Bool struct {
+	V    bool
+	Set  bool
+	File *File
+}
+
+// Or returns the value, or def when no file sets it.
+func (b Bool) Or(def bool) bool {
+	if b.Set {
+		return b.V
+	}
+	return def
+}
+
+// String is a string setting with where it was set.
+type String struct {
+	V    string
+	Set  bool
+	File *File
+}
+
+// Settings is the merged result of every settings file.
+type Settings struct {
+	Files    []*File // every file read, lowest precedence first
+	Warnings []Warning
+	Trusted  bool // the project's loosening keys were honoured
+
+	Enabled                  Bool
+	FailIfUnavailable        Bool
+	AllowUnsandboxedCommands Bool
+	BwrapPath                String
+
+	AllowWrite, DenyWrite, DenyRead, AllowRead []Entry
+	AllowManagedReadPathsOnly                  Bool
+
+	AllowedDomains, DeniedDomains []Entry
+	StrictAllowlist               Bool
+	AllowManagedDomainsOnly       Bool
+
+	TrustedProjects []Entry
+}
+
+// Options says where settings come from. Every field with a file system
+// location can be pointed elsewhere for tests.
+type Options struct {
+	ProjectDir       string   // the workspace; required
+	Home             string   // required
+	ConfigHome       string   // $XDG_CONFIG_HOME; empty means Home/.config
+	Files            []string // --settings values: a path, or inline JSON starting with '{'
+	Claude           bool     // also read Claude Code's files
+	TrustProject     bool     // --trust-project
+	ManagedDir       string   // empty means /etc/sbx
+	ClaudeManagedDir string   // empty means /etc/claude-code
+	// ReadFile reads a settings file; nil means os.ReadFile. A file that
+	// does not exist is skipped, except for --settings files.
+	ReadFile func(name string) ([]byte, error)
+	// Glob lists managed-settings.d entries; nil means filepath.Glob.
+	Glob func(pattern string) ([]string, error)
+}
+
+type candidate struct {
+	path     string
+	level    Level
+	claude   bool
+	required bool
+	inline   []byte
+}
+
+// candidates lists the settings files in ascending precedence order.
+func (o *Options) candidates() ([]candidate, error) {
+	configHome := o.ConfigHome
+	if configHome == "" {
+		configHome = filepath.Join(o.Home, ".config")
+	}
+	managed := o.ManagedDir
+	if managed == "" {
+		managed = "/etc/sbx"
+	}
+	claudeManaged := o.ClaudeManagedDir
+	if claudeManaged == "" {
+		claudeManaged = "/etc/claude-code"
+	}
+	glob := o.Glob
+	if glob == nil {
+		glob = filepath.Glob
+	}
+	var c []candidate
+	add := func(path string, level Level, claude bool) {
+		c = append(c, candidate{path: path, level: level, claude: claude})
+	}
+	if o.Claude {
+		add(filepath.Join(o.Home, ".claude", "settings.json"), LevelUser, true)
+	}
+	add(filepath.Join(configHome, "sbx", "settings.json"), LevelUser, false)
+	if o.Claude {
+		add(filepath.Join(o.ProjectDir, ".claude", "settings.json"), LevelProject, true)
+	}
+	add(filepath.Join(o.ProjectDir, ".sbx", "settings.json"), LevelProject, false)
+	if o.Claude {
+		add(filepath.Join(o.ProjectDir, ".claude", "settings.local.json"), LevelProjectLocal, true)
+	}
+	add(filepath.Join(o.ProjectDir, ".sbx", "settings.local.json"), LevelProjectLocal, false)
+	for _, f := range o.Files {
+		if strings.HasPrefix(strings.TrimSpace(f), "{") {
+			c = append(c, candidate{path: "--settings (inline JSON)", level: LevelCLI, required: true, inline: []byte(f)})
+			continue
+		}
+		c = append(c, candidate{path: f, level: LevelCLI, required: true})
+	}
+	addManaged := func(dir string, claude bool) error {
+		add(filepath.Join(dir, "managed-settings.json"), LevelManaged, claude)
+		drop, err := glob(filepath.Join(dir, "managed-settings.d", "*.json"))
+		if err != nil {
+			return fmt.Errorf("settings: list %s: %w", dir, err)
+		}
+		sort.Strings(drop)
+		for _, d := range drop {
+			add(d, LevelManaged, claude)
+		}
+		return nil
+	}
+	if o.Claude {
+		if err := addManaged(claudeManaged, true); err != nil {
+			return nil, err
+		}
+	}
+	if err := addManaged(managed, false); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Load reads, validates and merges every settings file. It returns an error
+// for invalid JSON, a value of the wrong type, an unknown key inside a
+// security section, or a key whose non-default value sbx cannot honour.
+func Load(o Options) (*Settings, error) {
+	if o.ProjectDir == "" || o.Home == "" {
+		return nil, errors.New("settings: ProjectDir and Home are required")
+	}
+	read := o.ReadFile
+	if read == nil {
+		read = os.ReadFile
+	}
+	cands, err := o.candidates()
+	if err != nil {
+		return nil, err
+	}
+	s := &Settings{}
+	for _, c := range cands {
+		data := c.inline
+		if data == nil {
+			data, err = read(c.path)
+			if errors.Is(err, fs.ErrNotExist) && !c.required {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("settings: read %s: %w", c.path, err)
+			}
+		}
+		root, err := ParseJSON(c.path, data)
+		if err != nil {
+			return nil, err
+		}
+		f := &File{Path: c.path, Level: c.level, Claude: c.claude, Root: root}
+		switch {
+		case c.level.IsProject() || c.inline != nil:
+			f.BaseDir = o.ProjectDir
+		default:
+			f.BaseDir = filepath.Dir(c.path)
+		}
+		if err := s.validate(f); err != nil {
+			return nil, err
+		}
+		s.Files = append(s.Files, f)
+	}
+	s.Trusted = o.TrustProject || s.trusts(o.ProjectDir)
+	for _, f := range s.Files {
+		s.apply(f)
+	}
+	if s.AllowManagedReadPathsOnly.Or(false) {
+		s.AllowRead = slices.DeleteFunc(s.AllowRead, func(e Entry) bool { return e.File.Level != LevelManaged })
+	}
+	return s, nil
+}
+
+// trusts reports whether a user or managed file lists the project in
+// sbx.trustedProjects.
+func (s *Settings) trusts(project string) bool {
+	want := filepath.Clean(project)
+	if r, err := filepath.EvalSymlinks(want); err == nil {
+		want = r
+	}
+	for _, f := range s.Files {
+		if f.Level != LevelUser && f.Level != LevelManaged {
+			continue
+		}
+		n := lookup(f.Root, "sbx.trustedProjects")
+		if n == nil {
+			continue
+		}
+		for _, e := range n.Elems {
+			p := expandHome(e.Str, filepath.Dir(f.Path))
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				p = r
+			}
+			if filepath.Clean(p) == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func expandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(home, p[2:])
+	}
+	return p
+}
+
+// lookup returns the node at a dotted key path, or nil.
+func lookup(root *Node, path string) *Node {
+	n := root
+	for _, k := range strings.Split(path, ".") {
+		if n == nil || n.Kind != KindObject {
+			return nil
+		}
+		n = n.Fields[k]
+	}
+	return n
+}
+
+// validate checks the types and keys of one file.
+func (s *Settings) validate(f *File) error {
+	if f.Root.Kind != KindObject {
+		return &Error{File: f.Path, Pos: f.Root.Pos, Msg: "settings must be a JSON object, got " + f.Root.Kind.String()}
+	}
+	for _, k := range f.Root.Keys {
+		v := f.Root.Fields[k]
+		want, known := topLevel[k]
+		if !known {
+			s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: k, Msg: "unknown key, ignored"})
+			continue
+		}
+		if v.Kind != want {
+			return &Error{File: f.Path, Pos: v.Pos, Key: k, Msg: fmt.Sprintf("expected %s, got %s", want, v.Kind)}
+		}
+		if objects[k] {
+			if err := s.validateObject(f, k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Settings) validateObject(f *File, path string, obj *Node) error {
+	for _, k := range obj.Keys {
+		v := obj.Fields[k]
+		key := path + "." + k
+		if objects[key] {
+			if v.Kind != KindObject {
+				return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected object, got " + v.Kind.String()}
+			}
+			if err := s.validateObject(f, key, v); err != nil {
+				return err
+			}
+			continue
+		}
+		spec, ok := schema[key]
+		if !ok {
+			return &Error{File: f.Path, Pos: v.Pos, Key: key,
+				Msg: "unknown key in a security section; fix the spelling or remove it (sbx refuses keys it does not understand here)"}
+		}
+		if v.Kind == KindNull {
+			continue // null means unset
+		}
+		if v.Kind != spec.kind {
+			return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: fmt.Sprintf("expected %s, got %s", kindName(spec.kind), v.Kind)}
+		}
+		if spec.kind == KindArray {
+			for i, e := range v.Elems {
+				if e.Kind != KindString {
+					return &Error{File: f.Path, Pos: e.Pos, Key: fmt.Sprintf("%s[%d]", key, i), Msg: "expected string, got " + e.Kind.String()}
+				}
+			}
+		}
+		switch spec.status {
+		case unsupportedLooser:
+			return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "not supported: " + spec.note}
+		case ignoredStricter:
+			if spec.loosens == nil || spec.loosens(v) {
+				s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: key, Msg: "not supported, ignored (" + spec.note + ")"})
+			}
+		}
+		if spec.managedOnly && f.Level != LevelManaged {
+			s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: key, Msg: "only honoured in managed settings, ignored"})
+		}
+	}
+	return nil
+}
+
+func kindName(k Kind) string {
+	if k == KindArray {
+		return "array of strings"
+	}
+	return k.String()
+}
+
+// honoured reports whether the value of key in f takes effect, warning when
+// an untrusted project file tries to loosen the sandbox.
+func (s *Settings) honoured(f *File, key string, v *Node) bool {
+	spec := schema[key]
+	if v == nil || v.Kind == KindNull || spec.status != supported {
+		return false
+	}
+	if spec.managedOnly && f.Level != LevelManaged {
+		return false
+	}
+	if key == "sbx.trustedProjects" && f.Level != LevelUser && f.Level != LevelManaged {
+		s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: key, Msg: "only read from user and managed settings, ignored"})
+		return false
+	}
+	if f.Level.IsProject() && !s.Trusted && spec.loosens != nil && spec.loosens(v) {
+		s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: key,
+			Msg: "loosens the sandbox from an untrusted project file, ignored (trust the project with --trust-project or sbx.trustedProjects in user settings)"})
+		return false
+	}
+	return true
+}
+
+// apply merges one validated file. Files arrive lowest precedence first, so
+// a later scalar overrides an earlier one.
+func (s *Settings) apply(f *File) {
+	boolKey := func(key string, dst *Bool) {
+		if v := lookup(f.Root, key); s.honoured(f, key, v) {
+			*dst = Bool{V: v.Bool, Set: true, File: f}
+		}
+	}
+	strKey := func(key string, dst *String) {
+		if v := lookup(f.Root, key); s.honoured(f, key, v) {
+			*dst = String{V: v.Str, Set: true, File: f}
+		}
+	}
+	listKey := func(key string, dst *[]Entry) {
+		if v := lookup(f.Root, key); s.honoured(f, key, v) {
+			for _, e := range v.Elems {
+				*dst = append(*dst, Entry{Value: e.Str, File: f, Pos: e.Pos})
+			}
+		}
+	}
+	boolKey("sandbox.enabled", &s.Enabled)
+	boolKey("sandbox.failIfUnavailable", &s.FailIfUnavailable)
+	boolKey("sandbox.allowUnsandboxedCommands", &s.AllowUnsandboxedCommands)
+	strKey("sandbox.bwrapPath", &s.BwrapPath)
+	listKey("sandbox.filesystem.allowWrite", &s.AllowWrite)
+	listKey("sandbox.filesystem.denyWrite", &s.DenyWrite)
+	listKey("sandbox.filesystem.denyRead", &s.DenyRead)
+	listKey("sandbox.filesystem.allowRead", &s.AllowRead)
+	boolKey("sandbox.filesystem.allowManagedReadPathsOnly", &s.AllowManagedReadPathsOnly)
+	listKey("sandbox.network.deniedDomains", &s.DeniedDomains)
+	boolKey("sandbox.network.strictAllowlist", &s.StrictAllowlist)
+	boolKey("sandbox.network.allowManagedDomainsOnly", &s.AllowManagedDomainsOnly)
+	listKey("sbx.trustedProjects", &s.TrustedProjects)
+	// Managed locks: once a managed file sets a scalar, lower levels cannot
+	// override it, because managed files are applied last.
+}

@@ -1,0 +1,275 @@
+package settings
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type fakeFS map[string]string
+
+func (f fakeFS) read(name string) ([]byte, error) {
+	if s, ok := f[name]; ok {
+		return []byte(s), nil
+	}
+	return nil, os.ErrNotExist
+}
+
+func (f fakeFS) glob(pattern string) ([]string, error) {
+	var out []string
+	for name := range f {
+		if ok, _ := filepath.Match(pattern, name); ok {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func load(t *testing.T, files fakeFS, mod func(*Options)) (*Settings, error) {
+	t.Helper()
+	o := Options{ProjectDir: "/proj", Home: "/home/u", ReadFile: files.read, Glob: files.glob}
+	if mod != nil {
+		mod(&o)
+	}
+	return Load(o)
+}
+
+func values(es []Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Value)
+	}
+	return out
+}
+
+func TestParseErrorsNameFileLineColumn(t *testing.T) {
+	tests := []struct {
+		name, json, want string
+	}{
+		{"trailing comma", "{\n  \"sandbox\": {\"enabled\": true,}\n}", "/proj/.sbx/settings.json:2:"},
+		{"garbage", "{\n\n   x}", "/proj/.sbx/settings.json:3:"},
+		{"truncated", "{\"sandbox\": {", "unexpected end of file"},
+		{"duplicate key", "{\"sandbox\": {}, \"sandbox\": {}}", "duplicate key \"sandbox\""},
+		{"trailing data", "{} {}", "unexpected data after"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, fakeFS{"/proj/.sbx/settings.json": tt.json}, nil)
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want *ParseError", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseErrorPosition(t *testing.T) {
+	_, err := ParseJSON("f.json", []byte("{\n  \"a\": [1, 2,, 3]\n}"))
+	var pe *ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v", err)
+	}
+	if pe.Pos.Line != 2 {
+		t.Errorf("line = %d, want 2 (%v)", pe.Pos.Line, err)
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name, json, want string
+	}{
+		{"wrong type", `{"sandbox": {"filesystem": {"denyWrite": "x"}}}`, "1:42: sandbox.filesystem.denyWrite: expected array of strings, got string"},
+		{"wrong elem", `{"sandbox": {"filesystem": {"denyRead": ["a", 3]}}}`, "sandbox.filesystem.denyRead[1]: expected string, got number"},
+		{"unknown sandbox key", `{"sandbox": {"filesystem": {"denyWirte": []}}}`, "sandbox.filesystem.denyWirte: unknown key"},
+		{"sandbox not object", `{"sandbox": []}`, "sandbox: expected object, got array"},
+		{"unsupported looser", `{"sandbox": {"credentials": {"files": []}}}`, "sandbox.credentials: not supported"},
+		{"not an object", `[]`, "settings must be a JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, fakeFS{"/home/u/.config/sbx/settings.json": tt.json}, nil)
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "/home/u/.config/sbx/settings.json") {
+				t.Errorf("err = %q, want file and %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	s, err := load(t, fakeFS{"/home/u/.config/sbx/settings.json": `{"theme": "dark", "bogus": 1,
+		"sandbox": {"network": {"allowedDomains": ["example.com"]}, "filesystem": {"allowManagedReadPathsOnly": true}}}`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range s.Warnings {
+		got = append(got, w.String())
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{"bogus: unknown key", "allowedDomains: not supported", "allowManagedReadPathsOnly: only honoured in managed"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings %q lack %q", all, want)
+		}
+	}
+	if strings.Contains(all, "theme") {
+		t.Errorf("known key theme warned about: %q", all)
+	}
+}
+
+func TestMergeAndPrecedence(t *testing.T) {
+	files := fakeFS{
+		"/home/u/.config/sbx/settings.json":          `{"sandbox": {"failIfUnavailable": false, "filesystem": {"denyRead": ["user"]}}}`,
+		"/proj/.sbx/settings.json":                   `{"sandbox": {"filesystem": {"denyRead": ["project"]}}}`,
+		"/proj/.sbx/settings.local.json":             `{"sandbox": {"filesystem": {"denyRead": ["local"]}}}`,
+		"/cli.json":                                  `{"sandbox": {"failIfUnavailable": true, "filesystem": {"denyRead": ["cli"]}}}`,
+		"/etc/sbx/managed-settings.json":             `{"sandbox": {"filesystem": {"denyRead": ["managed"]}}}`,
+		"/etc/sbx/managed-settings.d/10-a.json":      `{"sandbox": {"enabled": false}}`,
+		"/etc/sbx/managed-settings.d/20-b.json":      `{"sandbox": {"enabled": true}}`,
+		"/home/u/.claude/settings.json":              `{"sandbox": {"filesystem": {"denyRead": ["claude-user"]}}}`,
+		"/etc/claude-code/managed-settings.json":     `{"sandbox": {"filesystem": {"denyRead": ["claude-managed"]}}}`,
+		"/etc/claude-code/managed-settings.d/x.json": `{"sandbox": {"failIfUnavailable": false}}`,
+	}
+	s, err := load(t, files, func(o *Options) { o.Files = []string{"/cli.json"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(values(s.DenyRead), ","), "user,project,local,cli,managed"; got != want {
+		t.Errorf("denyRead = %s, want %s", got, want)
+	}
+	if !s.FailIfUnavailable.V || s.FailIfUnavailable.File.Path != "/cli.json" {
+		t.Errorf("failIfUnavailable = %+v, want true from /cli.json", s.FailIfUnavailable)
+	}
+	if !s.Enabled.V || !strings.HasSuffix(s.Enabled.File.Path, "20-b.json") {
+		t.Errorf("enabled = %+v, want the later drop-in to win", s.Enabled)
+	}
+
+	s, err = load(t, files, func(o *Options) { o.Claude = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(values(s.DenyRead), ","), "claude-user,user,project,local,claude-managed,managed"; got != want {
+		t.Errorf("with --claude denyRead = %s, want %s", got, want)
+	}
+	if s.FailIfUnavailable.V {
+		t.Errorf("claude managed drop-in should win over user: %+v", s.FailIfUnavailable)
+	}
+}
+
+func TestUntrustedProjectOnlyTightens(t *testing.T) {
+	files := fakeFS{
+		"/proj/.sbx/settings.json": `{"sandbox": {"enabled": false, "failIfUnavailable": false, "bwrapPath": "/proj/evil",
+			"filesystem": {"allowWrite": ["/"], "allowRead": ["~/.ssh"], "denyWrite": ["x"]}}}`,
+	}
+	s, err := load(t, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Enabled.Set || s.FailIfUnavailable.Set || s.BwrapPath.Set || len(s.AllowWrite) != 0 || len(s.AllowRead) != 0 {
+		t.Errorf("untrusted project loosened the sandbox: %+v", s)
+	}
+	if len(s.DenyWrite) != 1 {
+		t.Errorf("denyWrite from untrusted project dropped: %v", s.DenyWrite)
+	}
+	var warned []string
+	for _, w := range s.Warnings {
+		if strings.Contains(w.Msg, "untrusted project") {
+			warned = append(warned, w.Key)
+		}
+	}
+	if got := strings.Join(warned, ","); got != "sandbox.enabled,sandbox.failIfUnavailable,sandbox.bwrapPath,sandbox.filesystem.allowWrite,sandbox.filesystem.allowRead" {
+		t.Errorf("warned keys = %s", got)
+	}
+
+	for _, trust := range []func(*Options, fakeFS){
+		func(o *Options, _ fakeFS) { o.TrustProject = true },
+		func(_ *Options, f fakeFS) {
+			f["/home/u/.config/sbx/settings.json"] = `{"sbx": {"trustedProjects": ["/proj"]}}`
+		},
+	} {
+		f := fakeFS{}
+		for k, v := range files {
+			f[k] = v
+		}
+		s, err := load(t, f, func(o *Options) { trust(o, f) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Trusted || len(s.AllowWrite) != 1 || !s.Enabled.Set {
+			t.Errorf("trusted project not honoured: trusted=%v allowWrite=%v", s.Trusted, s.AllowWrite)
+		}
+	}
+}
+
+func TestProjectCannotTrustItself(t *testing.T) {
+	s, err := load(t, fakeFS{"/proj/.sbx/settings.json": `{"sbx": {"trustedProjects": ["/proj"]}, "sandbox": {"filesystem": {"allowWrite": ["/"]}}}`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Trusted || len(s.AllowWrite) != 0 {
+		t.Errorf("project trusted itself")
+	}
+}
+
+func TestSettingsFileMustExist(t *testing.T) {
+	_, err := load(t, fakeFS{}, func(o *Options) { o.Files = []string{"/missing.json"} })
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err = %v, want not exist", err)
+	}
+}
+
+func TestInlineSettings(t *testing.T) {
+	s, err := load(t, fakeFS{}, func(o *Options) { o.Files = []string{`{"sandbox": {"filesystem": {"denyWrite": ["a"]}}}`} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.DenyWrite) != 1 || s.DenyWrite[0].File.BaseDir != "/proj" {
+		t.Errorf("inline settings: %+v", s.DenyWrite)
+	}
+}
+
+func TestManagedOnlyReadPaths(t *testing.T) {
+	s, err := load(t, fakeFS{
+		"/etc/sbx/managed-settings.json":    `{"sandbox": {"filesystem": {"allowManagedReadPathsOnly": true, "allowRead": ["/m"]}}}`,
+		"/home/u/.config/sbx/settings.json": `{"sandbox": {"filesystem": {"allowRead": ["/u"]}}}`,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(values(s.AllowRead), ","); got != "/m" {
+		t.Errorf("allowRead = %s, want only the managed one", got)
+	}
+}
+
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a": [1, "x", {"b": null}]}`, "{\n\"sandbox\": {\"enabled\": tru}", `[`, `"\u00e9"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, err := ParseJSON("f", data)
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			if pe.Pos.Line < 1 || pe.Pos.Col < 1 {
+				t.Fatalf("bad position %v", pe.Pos)
+			}
+			return
+		}
+		if n == nil {
+			t.Fatal("nil node without error")
+		}
+		// Whatever parses must validate without panicking.
+		s := &Settings{}
+		_ = s.validate(&File{Path: "f", Root: n})
+	})
+}

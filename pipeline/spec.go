@@ -1,0 +1,66 @@
+// Package pipeline is the gate in front of every spawn, and the contract
+// between it and the sandbox backends: a [Spec] of plain data that an
+// [Executor] (linux/, darwin/) only renders and runs.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// Spec is everything a backend needs to run one command. It is pure data:
+// every path is absolute and symlink-resolved.
+type Spec struct {
+	Argv []string
+	Env  []string // the command's whole environment
+	Dir  string   // working directory inside the sandbox
+	FS   *fsrules.Policy
+	// Timeout kills the whole sandbox after this long; zero means none.
+	Timeout time.Duration
+}
+
+// Stdio is the command's standard streams. A nil reader reads nothing; a
+// nil writer discards. An *os.File is passed through as is, so a terminal
+// stays a terminal.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Result is how a command ended.
+type Result struct {
+	// ExitCode is the command's exit status, or 128+N when signal N killed it.
+	ExitCode int
+	// TimedOut is set when Spec.Timeout killed the sandbox.
+	TimedOut bool
+	// Quarantined lists where protected files that appeared during the run,
+	// somewhere no mechanism could cover, were moved.
+	Quarantined []string
+	// Warnings are problems that did not stop the run.
+	Warnings []string
+}
+
+// Executor runs a Spec in a sandbox.
+type Executor interface {
+	// Run runs the command and waits for it. An error means the sandbox
+	// could not be built or run; the command's own failure is a Result.
+	Run(ctx context.Context, s *Spec, stdio Stdio) (*Result, error)
+}
+
+// ErrUnavailable is wrapped by errors that mean the sandbox cannot be built
+// on this host (missing bubblewrap, user namespaces disabled …).
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// StateDir returns where sbx keeps per-run state and the quarantine:
+// $XDG_STATE_HOME/sbx, or ~/.local/state/sbx.
+func StateDir(getenv func(string) string, home string) string {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "sbx")
+	}
+	return filepath.Join(home, ".local", "state", "sbx")
+}
