@@ -94,7 +94,7 @@ type walker struct {
 
 func (w *walker) add(list *[]Entry, e Entry) {
 	if list == &w.snap.Existing && !e.Dir {
-		e.ID = fileID(e.Path)
+		e.ID = FileID(e.Path)
 	}
 	w.mu.Lock()
 	*list = append(*list, e)
@@ -337,9 +337,9 @@ func SafeGitConfig(path string) bool {
 	return sc.Err() == nil
 }
 
-// fileID returns inode, size and modification time of a file, or "" if it
-// cannot be read.
-func fileID(p string) string {
+// FileID returns the inode, size and modification time of a file, or "" if
+// it cannot be read: enough to tell whether a file was replaced or changed.
+func FileID(p string) string {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return ""

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 	}
 	sbxBin = filepath.Join(dir, "sbx")
 	build := exec.Command("go", "build", "-o", sbxBin, "../cmd/sbx")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building sbx:", err)

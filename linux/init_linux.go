@@ -50,6 +50,16 @@ func Init() int {
 		fmt.Fprintf(os.Stderr, "sbx init: close_range: %v\n", err)
 		return ExitInitFailed
 	}
+	// The mounts and the capabilities come first, before anything of the
+	// command's is looked at.
+	if err := bindReadOnly(spec.ReadOnly); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
+		return ExitInitFailed
+	}
+	if err := dropCapabilities(); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
+		return ExitInitFailed
+	}
 	if err := os.Chdir(spec.Dir); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx: working directory: %v\n", err)
 		return ExitInitFailed

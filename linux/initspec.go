@@ -29,6 +29,9 @@ type InitSpec struct {
 	// other path is read-only to it (best effort: only where the kernel has
 	// Landlock).
 	Writable []string `json:"writable"`
+	// ReadOnly are paths the init binds read-only onto themselves before it
+	// drops its capabilities (see SplitPlan).
+	ReadOnly []string `json:"readOnly,omitempty"`
 	// RequireLandlock makes a missing Landlock an error instead of a
 	// best-effort skip.
 	RequireLandlock bool `json:"requireLandlock,omitempty"`

@@ -159,6 +159,41 @@ func hiddenBy(p string, deny []fsrules.Path) bool {
 	return false
 }
 
+// SplitPlan moves the read-only self-binds that lie inside writable roots
+// (protected files, placeholders, denyWrite paths) from bubblewrap to the
+// in-sandbox init, which makes each with two mount calls instead of
+// bubblewrap's per-mount scan of the whole mount table. Only binds whose
+// path looks the same inside the sandbox as on the host qualify: the
+// deepest earlier operation above them must be a writable bind or another
+// such self-bind. Init binds recursively, so operations bubblewrap applied
+// below them are kept.
+func SplitPlan(plan []Op) (bwrap []Op, initRO []string) {
+	for i, op := range plan {
+		if op.Kind == OpROBind && op.Src == op.Dst && sameView(plan[:i], op.Dst) {
+			initRO = append(initRO, op.Dst)
+			continue
+		}
+		bwrap = append(bwrap, op)
+	}
+	return bwrap, initRO
+}
+
+// sameView reports whether the deepest operation in before that covers p
+// shows the host's own file at p.
+func sameView(before []Op, p string) bool {
+	best := -1
+	for i, op := range before {
+		if op.Dst != p && fsrules.Within(p, op.Dst) && (best < 0 || depth(op.Dst) >= depth(before[best].Dst)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	op := before[best]
+	return op.Kind == OpBind || (op.Kind == OpROBind && op.Src == op.Dst)
+}
+
 // BwrapOptions are the parts of the bubblewrap command line that are not
 // mounts.
 type BwrapOptions struct {
@@ -178,8 +213,17 @@ func BwrapArgs(plan []Op, opt BwrapOptions, init []string) []string {
 	a := []string{
 		"--new-session", "--die-with-parent",
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net",
-		"--unshare-uts", "--unshare-cgroup", "--disable-userns",
-		"--cap-drop", "ALL", "--as-pid-1", "--hostname", host,
+		// No --disable-userns: it puts the sandbox in a nested user
+		// namespace that could not make init's mounts. New user namespaces
+		// are refused by the seccomp filter instead (clone and unshare with
+		// CLONE_NEWUSER, clone3), and no process keeps a capability.
+		"--unshare-uts", "--unshare-cgroup",
+		// Init keeps CAP_SYS_ADMIN (in the sandbox's user namespace) for
+		// the read-only binds of SplitPlan, and CAP_SETPCAP to empty its
+		// bounding set; it drops both on every thread before the command
+		// starts.
+		"--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
+		"--as-pid-1", "--hostname", host,
 	}
 	if opt.InfoFD > 0 {
 		a = append(a, "--info-fd", strconv.Itoa(opt.InfoFD))

@@ -144,20 +144,13 @@ func (r *run) prepare() error {
 		return err
 	}
 	var made []fsrules.Entry
+	mk := &placeholderMaker{}
+	defer mk.close()
 	for _, p := range want {
-		var err error
-		if p.Dir {
-			err = os.Mkdir(p.Path, 0o555)
-		} else {
-			var f *os.File
-			f, err = os.OpenFile(p.Path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
-			if err == nil {
-				f.Close()
-			}
-		}
+		id, err := mk.make(p.Path)
 		switch {
 		case err == nil:
-			made = append(made, p)
+			made = append(made, fsrules.Entry{Path: p.Path, Dir: p.Dir, ID: id})
 		case errors.Is(err, fs.ErrExist):
 			// Appeared since the scan: bind what is there.
 			r.snap.Existing = append(r.snap.Existing, fsrules.Entry{Path: p.Path, Dir: p.Dir})
@@ -178,9 +171,8 @@ func (r *run) hidden(p string) bool {
 	return false
 }
 
-// firstMissing returns the first path component of p that does not exist,
-// as a placeholder: a directory for an intermediate component, a file for p
-// itself.
+// firstMissing returns the first path component of p that does not exist:
+// a placeholder there keeps p from being created.
 func firstMissing(p string) (fsrules.Entry, bool) {
 	cur := p
 	for {
@@ -232,8 +224,9 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	for _, w := range r.spec.FS.Writable {
 		writable = append(writable, w.Path)
 	}
+	plan, readOnly := SplitPlan(plan)
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
-		RequireLandlock: r.e.RequireLandlock}
+		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock}
 	specData, err := json.Marshal(init)
 	if err != nil {
 		return err

@@ -93,7 +93,8 @@ func newRunDir(stateDir string) (string, *record, error) {
 }
 
 // removePlaceholder removes a placeholder if it is still what sbx created:
-// an empty regular file or an empty directory. Anything else is left alone.
+// the same inode (an empty regular file) it recorded. Anything else is left
+// alone.
 func removePlaceholder(e fsrules.Entry) error {
 	fi, err := os.Lstat(e.Path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -102,15 +103,14 @@ func removePlaceholder(e fsrules.Entry) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case e.Dir && fi.IsDir():
-		err = os.Remove(e.Path) // fails if not empty: then it is not ours any more
-	case !e.Dir && fi.Mode().IsRegular() && fi.Size() == 0:
-		err = os.Remove(e.Path)
-	default:
+	ours := fi.Mode().IsRegular() && fi.Size() == 0
+	if e.ID != "" {
+		ours = ours && fsrules.FileID(e.Path) == e.ID
+	}
+	if !ours {
 		return fmt.Errorf("placeholder %s was replaced during the run; left in place", e.Path)
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove placeholder %s: %w", e.Path, err)
 	}
 	return nil
