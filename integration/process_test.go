@@ -260,3 +260,42 @@ func TestNoLeftoversAfterNormalExit(t *testing.T) {
 		t.Errorf("run directories left: %v", runs)
 	}
 }
+
+func TestNoCapabilities(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh("grep -h '^Cap' /proc/self/status /proc/1/status")
+	if r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 10 {
+		t.Fatalf("status lines: %q", lines)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, "0000000000000000") {
+			t.Errorf("capability left: %s", l)
+		}
+	}
+}
+
+// TestTerminal runs sbx on a pseudo-terminal (script(1)) and checks that the
+// command's streams are that terminal.
+func TestTerminal(t *testing.T) {
+	e := newEnv(t)
+	script, err := exec.LookPath("script")
+	if err != nil {
+		if inCI() {
+			t.Fatal("script(1) not found")
+		}
+		t.Skip("script(1) not found")
+	}
+	cmd := exec.Command(script, "-qec", sbxBin+" run -- sh -c 'test -t 0 && test -t 1 && test -t 2 && echo all-terminals'", "/dev/null")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "all-terminals") {
+		t.Errorf("output %q", out)
+	}
+}
