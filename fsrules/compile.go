@@ -191,6 +191,7 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			if err != nil {
 				return nil, &PatternError{Rule: r, Msg: "bad pattern: " + err.Error()}
 			}
+			slices.Sort(paths)
 			c.warnf("%s: %s %q has wildcards: it covers the %d paths that exist now, not paths created later", r.Origin, list, r.Pattern, len(paths))
 		}
 		for _, p := range paths {
@@ -308,10 +309,10 @@ func isProtectedPath(p string) bool {
 		return true
 	}
 	parent := filepath.Base(filepath.Dir(p))
-	if parent == ".git" && slices.Contains(GitDirProtected, base) {
+	if parent == ".git" && slices.Contains(gitDirProtected, base) {
 		return true
 	}
-	for _, n := range ProtectedNested {
+	for _, n := range protectedNested {
 		if parent == n[0] && base == n[1] {
 			return true
 		}

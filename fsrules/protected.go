@@ -1,9 +1,11 @@
 package fsrules
 
-// ProtectedFiles are file names that give code execution later (shell start-up
+import "slices"
+
+// protectedFiles are file names that give code execution later (shell start-up
 // files, tool configuration that runs commands). Inside a writable root they
 // stay read-only at any depth unless an allowWrite names that exact path.
-var ProtectedFiles = []string{
+var protectedFiles = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_aliases", ".bash_logout",
 	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".profile", ".envrc",
 	".gitconfig", ".gitmodules",
@@ -14,30 +16,36 @@ var ProtectedFiles = []string{
 	".ripgreprc", "pyrightconfig.json", ".mcp.json", ".claude.json",
 }
 
-// ProtectedDirs are directory names whose whole contents stay read-only, for
+// protectedDirs are directory names whose whole contents stay read-only, for
 // the same reason.
-var ProtectedDirs = []string{
+var protectedDirs = []string{
 	".vscode", ".idea", ".husky", ".cargo", ".devcontainer", ".yarn", ".mvn",
 	".claude", ".sbx",
 }
 
-// ProtectedNested are protected paths of two components (a directory of that
+// protectedNested are protected paths of two components (a directory of that
 // name holding the protected entry), such as ~/.config/git.
-var ProtectedNested = [][2]string{{".config", "git"}}
+var protectedNested = [][2]string{{".config", "git"}}
 
-// GitDirProtected are the entries of every git directory that stay read-only:
+// gitDirProtected are the entries of every git directory that stay read-only:
 // hooks run code, and config can name programs (core.fsmonitor, core.pager …).
-var GitDirProtected = []string{"hooks", "config"}
+var gitDirProtected = []string{"hooks", "config"}
+
+// ProtectedFiles returns the protected file names (a copy).
+func ProtectedFiles() []string { return slices.Clone(protectedFiles) }
+
+// ProtectedDirs returns the protected directory names (a copy).
+func ProtectedDirs() []string { return slices.Clone(protectedDirs) }
 
 // isProtectedName reports whether a base name is protected, and whether it
 // is protected as a directory.
 func isProtectedName(name string) (protected, dir bool) {
-	for _, n := range ProtectedFiles {
+	for _, n := range protectedFiles {
 		if n == name {
 			return true, false
 		}
 	}
-	for _, n := range ProtectedDirs {
+	for _, n := range protectedDirs {
 		if n == name {
 			return true, true
 		}

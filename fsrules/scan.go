@@ -109,13 +109,13 @@ func (w *walker) fail(err error) {
 
 // topMissing records the protected names absent at the top of a root.
 func (w *walker) topMissing(root string) {
-	for _, n := range ProtectedFiles {
+	for _, n := range protectedFiles {
 		w.coverIfMissing(filepath.Join(root, n), false)
 	}
-	for _, n := range ProtectedDirs {
+	for _, n := range protectedDirs {
 		w.coverIfMissing(filepath.Join(root, n), true)
 	}
-	for _, n := range ProtectedNested {
+	for _, n := range protectedNested {
 		if fi, err := os.Lstat(filepath.Join(root, n[0])); err == nil && fi.IsDir() {
 			w.coverIfMissing(filepath.Join(root, n[0], n[1]), true)
 		}
@@ -175,7 +175,7 @@ func (w *walker) dir(p string, root bool) {
 			w.add(&w.snap.Existing, Entry{Path: child, Dir: isDir})
 			continue
 		}
-		for _, n := range ProtectedNested {
+		for _, n := range protectedNested {
 			if name == n[0] && isDir {
 				if fi, err := os.Lstat(filepath.Join(child, n[1])); err == nil {
 					w.add(&w.snap.Existing, Entry{Path: filepath.Join(child, n[1]), Dir: fi.IsDir()})
@@ -195,7 +195,7 @@ func (w *walker) gitDir(g string) {
 	w.mu.Lock()
 	w.snap.GitDirs = append(w.snap.GitDirs, g)
 	w.mu.Unlock()
-	for _, n := range GitDirProtected {
+	for _, n := range gitDirProtected {
 		p := filepath.Join(g, n)
 		fi, err := os.Lstat(p)
 		switch {

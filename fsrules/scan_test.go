@@ -143,3 +143,32 @@ func TestSafeGitConfig(t *testing.T) {
 		t.Error("missing config is safe")
 	}
 }
+
+func FuzzSafeGitConfig(f *testing.F) {
+	for _, s := range []string{"[core]\n\tbare = false\n", "[remote \"o\"]\nurl=x", "[core]\nfsmonitor=x", "[", "x=1", "[a \"b\"] junk"} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, config string) {
+		p := filepath.Join(dir, "config")
+		if err := os.WriteFile(p, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if !SafeGitConfig(p) {
+			return
+		}
+		// A config called safe sets none of the keys that run programs.
+		for _, line := range strings.Split(config, "\n") {
+			key, _, ok := strings.Cut(line, "=")
+			if !ok {
+				continue
+			}
+			key = strings.ToLower(strings.TrimSpace(key))
+			for _, bad := range []string{"fsmonitor", "hookspath", "pager", "editor", "sshcommand", "path", "textconv", "smudge", "clean", "askpass", "helper"} {
+				if key == bad {
+					t.Fatalf("config setting %s accepted as safe: %q", key, config)
+				}
+			}
+		}
+	})
+}

@@ -180,7 +180,7 @@ func TestPersistenceFiles(t *testing.T) {
 	e.write(".git/config", "[core]\n\tbare = false\n")
 	e.mkdir(".git/hooks")
 	var existing, fresh []string
-	for i, n := range fsrules.ProtectedFiles {
+	for i, n := range fsrules.ProtectedFiles() {
 		if i%2 == 0 {
 			existing = append(existing, n, "nested/deeper/"+n)
 			e.write(n, "orig")
@@ -193,7 +193,7 @@ func TestPersistenceFiles(t *testing.T) {
 	for _, n := range append(append([]string{}, existing...), fresh...) {
 		fmt.Fprintf(&script, "echo evil > %s; ", n)
 	}
-	for _, d := range fsrules.ProtectedDirs {
+	for _, d := range fsrules.ProtectedDirs() {
 		fmt.Fprintf(&script, "mkdir -p %[1]s; echo evil > %[1]s/x; mkdir -p nested/%[1]s; echo evil > nested/%[1]s/x; ", d)
 	}
 	script.WriteString("echo evil > .git/hooks/pre-commit; echo evil >> .git/config; ")
@@ -209,7 +209,7 @@ func TestPersistenceFiles(t *testing.T) {
 	for _, n := range fresh {
 		assertAbsent(t, e.path(n))
 	}
-	for _, d := range fsrules.ProtectedDirs {
+	for _, d := range fsrules.ProtectedDirs() {
 		assertAbsent(t, e.path(d))
 		assertAbsent(t, e.path("nested/"+d))
 	}
@@ -226,7 +226,7 @@ func TestPersistenceFiles(t *testing.T) {
 			inQuarantine = append(inQuarantine, strings.TrimPrefix(p[i+len(e.ws):], "/"))
 		}
 	}
-	for _, want := range []string{"nested/" + fsrules.ProtectedFiles[1], "sub/.git/hooks/post-checkout", "sub/.git/config", "nested/.vscode/x"} {
+	for _, want := range []string{"nested/" + fsrules.ProtectedFiles()[1], "sub/.git/hooks/post-checkout", "sub/.git/config", "nested/.vscode/x"} {
 		if !slices.Contains(inQuarantine, want) {
 			t.Errorf("quarantine lacks %s: %q", want, inQuarantine)
 		}
