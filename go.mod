@@ -11,3 +11,8 @@ require (
 )
 
 require github.com/google/go-cmp v0.7.0
+
+require (
+	github.com/elazarl/goproxy v1.9.4 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
