@@ -10,9 +10,9 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/google/go-cmp v0.7.0
-
 require (
-	github.com/elazarl/goproxy v1.9.4 // indirect
-	golang.org/x/text v0.44.0 // indirect
+	github.com/elazarl/goproxy v1.9.4
+	github.com/google/go-cmp v0.7.0
 )
+
+require golang.org/x/text v0.44.0 // indirect

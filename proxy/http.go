@@ -1,0 +1,228 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/sbx-sandbox/sbx/netrules"
+)
+
+type ctxKey struct{}
+
+// reqState travels with a request from the decision to the dial and the
+// audit event.
+type reqState struct {
+	t     *target
+	proto string // "http" or "connect"
+	up    atomic.Int64
+}
+
+// newGoproxy configures goproxy explicitly: no proxy from the environment,
+// TLS verification on, sbx's own dialer, and sbx's decisions.
+func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = log.New(io.Discard, "", 0)
+	gp.Verbose = os.Getenv("SBX_PROXY_DEBUG") != ""
+	if gp.Verbose {
+		gp.Logger = log.New(os.Stderr, "goproxy ", 0)
+	}
+	gp.Tr = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           s.dialForRequest,
+		TLSClientConfig:       tlsConfig(),
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          64,
+		IdleConnTimeout:       90e9,
+		TLSHandshakeTimeout:   15e9,
+		ExpectContinueTimeout: 1e9,
+		DisableCompression:    true,
+	}
+	gp.ConnectDial = nil
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		return s.dialForRequest(req.Context(), network, addr)
+	}
+	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Sbx-Error", "not a proxy request")
+		http.Error(w, "sbx proxy: not a proxy request (send an absolute URI or CONNECT)", http.StatusBadRequest)
+	})
+	gp.OnRequest().DoFunc(s.onRequest)
+	gp.OnRequest().HandleConnectFunc(s.onConnect)
+	gp.OnResponse().DoFunc(s.onResponse)
+	return gp
+}
+
+// dialForRequest dials the target decided for this request; a request
+// without a decision is refused (it cannot happen, but fail closed).
+func (s *Server) dialForRequest(ctx context.Context, network, addr string) (net.Conn, error) {
+	st, _ := ctx.Value(ctxKey{}).(*reqState)
+	if st == nil || st.t == nil {
+		return nil, errors.New("sbx proxy: dial without a decision")
+	}
+	host, port, err := splitPort(addr, 80)
+	h, herr := netrules.NormalizeHost(host)
+	if err != nil || herr != nil || port != st.t.port || h != st.t.host {
+		return nil, fmt.Errorf("sbx proxy: dial to %s does not match the decided %s:%d", addr, st.t.host, st.t.port)
+	}
+	c, err := s.dial(ctx, st.t)
+	if err != nil || st.proto != "connect" {
+		return c, err
+	}
+	rule, src := ruleInfo(st.t.rule)
+	ev := Event{Proto: "connect", Host: st.t.host.String(), Port: st.t.port, Decision: "allow", Rule: rule, Source: src,
+		Addr: c.RemoteAddr().String()}
+	return &countConn{Conn: c, report: func(up, down int64) {
+		ev.BytesUp, ev.BytesDown = up, down
+		s.audit(ev)
+	}}, nil
+}
+
+func denyResponse(r *http.Request, status int, reason string) *http.Response {
+	body := fmt.Sprintf("sbx: request to %s blocked: %s\n", r.URL.Host, reason)
+	resp := goproxy.NewResponse(r, goproxy.ContentTypeText, status, body)
+	resp.Header.Set("X-Sbx-Error", reason)
+	resp.Header.Set("X-Proxy-Error", "blocked-by-sbx")
+	return resp
+}
+
+func defaultPort(scheme string) int {
+	if strings.EqualFold(scheme, "https") {
+		return 443
+	}
+	return 80
+}
+
+// onRequest decides a plain (absolute-URI) HTTP request.
+func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
+		return r, denyResponse(r, http.StatusBadRequest, "only http and https URIs are proxied")
+	}
+	host, port, err := splitPort(r.URL.Host, defaultPort(r.URL.Scheme))
+	if err != nil {
+		return r, denyResponse(r, http.StatusBadRequest, err.Error())
+	}
+	t, d := s.authorize(r.Context(), host, port)
+	if d != nil {
+		s.deny("http", host, port, d)
+		return r, denyResponse(r, http.StatusForbidden, d.reason)
+	}
+	st := &reqState{t: t, proto: "http"}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countBody{ReadCloser: r.Body, n: &st.up}
+	}
+	ctx.UserData = st
+	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)), nil
+}
+
+// onResponse reports an HTTP request once its response body is done.
+func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	st, _ := ctx.UserData.(*reqState)
+	if st == nil {
+		return resp // a response sbx made itself
+	}
+	rule, src := ruleInfo(st.t.rule)
+	ev := Event{Proto: "http", Host: st.t.host.String(), Port: st.t.port, Decision: "allow", Rule: rule, Source: src}
+	if resp == nil {
+		if ctx.Error != nil {
+			ev.Error = ctx.Error.Error()
+		}
+		ev.BytesUp = st.up.Load()
+		s.audit(ev)
+		return resp
+	}
+	var down atomic.Int64
+	var once sync.Once
+	resp.Body = &countBody{ReadCloser: resp.Body, n: &down, onClose: func() {
+		once.Do(func() {
+			ev.BytesUp, ev.BytesDown = st.up.Load(), down.Load()
+			s.audit(ev)
+		})
+	}}
+	return resp
+}
+
+// onConnect decides a CONNECT tunnel.
+func (s *Server) onConnect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	host, port, err := splitPort(hostport, 0)
+	if err != nil || port == 0 {
+		ctx.Resp = denyResponse(ctx.Req, http.StatusBadRequest, "CONNECT target must be host:port")
+		return goproxy.RejectConnect, hostport
+	}
+	t, d := s.authorize(ctx.Req.Context(), host, port)
+	if d != nil {
+		s.deny("connect", host, port, d)
+		ctx.Resp = denyResponse(ctx.Req, http.StatusForbidden, d.reason)
+		return goproxy.RejectConnect, hostport
+	}
+	// The tunnel's bytes are counted on the upstream side (dialForRequest)
+	// and reported when it closes.
+	st := &reqState{t: t, proto: "connect"}
+	ctx.Req = ctx.Req.WithContext(context.WithValue(ctx.Req.Context(), ctxKey{}, st))
+	return goproxy.OkConnect, hostport
+}
+
+type countBody struct {
+	io.ReadCloser
+	n       *atomic.Int64
+	onClose func()
+}
+
+func (b *countBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *countBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.onClose != nil {
+		b.onClose()
+	}
+	return err
+}
+
+// chanListener hands connections accepted elsewhere to an http.Server.
+type chanListener struct {
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) deliver(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return &net.UnixAddr{Name: "sbx-proxy", Net: "unix"} }

@@ -1,0 +1,438 @@
+// Package proxy is sbx's network exit: one listener (a Unix socket in a
+// private per-run directory) serving HTTP proxy requests (absolute-URI and
+// CONNECT, through elazarl/goproxy) and SOCKS5, told apart by the first
+// byte. Every connection is decided at dial time on the name the client
+// asked for (netrules), resolved here (never in the sandbox), and refused
+// when the name leads to a loopback, private, link-local or other
+// non-public address that no rule names. It runs as goroutines of sbx.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/sbx-sandbox/sbx/netrules"
+)
+
+// Event is one audit record: a decision, and for an allowed connection the
+// bytes that went each way.
+type Event struct {
+	Time      time.Time `json:"time"`
+	Proto     string    `json:"proto"` // "http", "connect" or "socks5"
+	Host      string    `json:"host"`
+	Port      int       `json:"port"`
+	Decision  string    `json:"decision"` // "allow" or "deny"
+	Reason    string    `json:"reason,omitempty"`
+	Rule      string    `json:"rule,omitempty"`
+	Source    string    `json:"source,omitempty"` // settings file and position, or flag
+	Addr      string    `json:"addr,omitempty"`   // address dialled
+	BytesUp   int64     `json:"bytesUp"`
+	BytesDown int64     `json:"bytesDown"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// Server is the proxy. Fields may be set until the first call to Serve; a
+// nil function field takes the documented default.
+type Server struct {
+	// Rules decide every connection; required.
+	Rules *netrules.Set
+	// Strict denies hosts no rule names. Otherwise Ask is consulted.
+	Strict bool
+	// Ask decides a host no rule names when not Strict; nil denies.
+	Ask func(host string, port int) bool
+	// Resolve looks a name up; nil means the system resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Dial opens an upstream connection; nil means a net.Dialer with a
+	// 30 s timeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Audit receives every event; nil drops them. It may be called from
+	// many goroutines at once.
+	Audit func(Event)
+	// OwnAddrs are this host's own addresses, refused like loopback; nil
+	// means the addresses of the host's interfaces.
+	OwnAddrs []netip.Addr
+	// MaxConns bounds concurrent client connections; 0 means 512.
+	MaxConns int
+
+	once    sync.Once
+	gp      *goproxy.ProxyHttpServer
+	hs      *http.Server
+	httpLn  *chanListener
+	sem     chan struct{}
+	mu      sync.Mutex
+	lns     []net.Listener
+	conns   map[net.Conn]struct{}
+	closed  atomic.Bool
+	ownAddr map[netip.Addr]bool
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		n := s.MaxConns
+		if n <= 0 {
+			n = 512
+		}
+		s.sem = make(chan struct{}, n)
+		s.conns = map[net.Conn]struct{}{}
+		s.ownAddr = map[netip.Addr]bool{}
+		own := s.OwnAddrs
+		if own == nil {
+			own = interfaceAddrs()
+		}
+		for _, a := range own {
+			s.ownAddr[a.Unmap()] = true
+		}
+		s.gp = s.newGoproxy()
+		s.httpLn = newChanListener()
+		s.hs = &http.Server{
+			Handler:           s.gp,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    maxHeadBytes,
+			ErrorLog:          log.New(io.Discard, "", 0),
+		}
+		go s.hs.Serve(s.httpLn)
+	})
+}
+
+func interfaceAddrs() []netip.Addr {
+	var out []netip.Addr
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
+
+// Serve accepts connections on ln until Close. Each is served as SOCKS5 if
+// its first byte is 5, as HTTP otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closed.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			c.Close() // over the limit
+			continue
+		}
+		s.track(c, true)
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) track(c net.Conn, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+// Close stops the listeners and cuts every connection: the sandbox loses
+// its network.
+func (s *Server) Close() error {
+	s.init()
+	s.closed.Store(true)
+	s.mu.Lock()
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.httpLn.Close()
+	return s.hs.Close()
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer func() { <-s.sem }()
+	br := bufio.NewReaderSize(c, 16<<10)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	first, err := br.Peek(1)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		s.track(c, false)
+		c.Close()
+		return
+	}
+	if first[0] == 5 {
+		defer s.track(c, false)
+		defer c.Close()
+		s.serveSOCKS(c, br)
+		return
+	}
+	// HTTP: the framer checks each request head; the HTTP server (and
+	// goproxy) does the rest.
+	fc := &frontConn{Conn: c, f: newFramer(br), done: func() { s.track(c, false) }}
+	if !s.httpLn.deliver(fc) {
+		fc.Close()
+	}
+}
+
+// frontConn is a client connection read through the framer. A bad request
+// head is answered here, with the status the framer chose.
+type frontConn struct {
+	net.Conn
+	f        *framer
+	wmu      sync.Mutex
+	closed   sync.Once
+	done     func()
+	answered bool
+}
+
+func (c *frontConn) Read(p []byte) (int, error) {
+	n, err := c.f.Read(p)
+	var he *HeadError
+	if n == 0 && errors.As(err, &he) && !c.answered {
+		c.answered = true
+		body := "sbx proxy: " + he.Msg + "\n"
+		c.wmu.Lock()
+		fmt.Fprintf(c.Conn, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nX-Sbx-Error: %s\r\nContent-Length: %d\r\n\r\n%s",
+			he.Status, http.StatusText(he.Status), he.Msg, len(body), body)
+		c.wmu.Unlock()
+		c.Conn.Close()
+	}
+	return n, err
+}
+
+func (c *frontConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *frontConn) Close() error {
+	c.closed.Do(c.done)
+	return c.Conn.Close()
+}
+
+// target is an authorised destination: the name as asked, and the
+// addresses it may be reached at.
+type target struct {
+	host   netrules.Host
+	port   int
+	addrs  []netip.Addr
+	rule   *netrules.Rule
+	reason string
+}
+
+// denial says why a destination is refused.
+type denial struct {
+	reason string
+	rule   *netrules.Rule
+}
+
+func (d *denial) Error() string { return d.reason }
+
+// authorize decides a destination, resolves it and filters the addresses.
+func (s *Server) authorize(ctx context.Context, host string, port int) (*target, *denial) {
+	h, err := netrules.NormalizeHost(host)
+	if err != nil {
+		return nil, &denial{reason: "invalid host: " + err.Error()}
+	}
+	if port < 1 || port > 65535 {
+		return nil, &denial{reason: "invalid port"}
+	}
+	v := s.Rules.Decide(h, port)
+	switch v.Decision {
+	case netrules.Deny:
+		return nil, &denial{reason: fmt.Sprintf("%s is denied by rule %q", h, v.Rule.Pattern), rule: v.Rule}
+	case netrules.NoMatch:
+		if s.Strict || s.Ask == nil {
+			return nil, &denial{reason: fmt.Sprintf("%s is not on the allowlist (sandbox.network.allowedDomains)", h)}
+		}
+		if !s.Ask(h.String(), port) {
+			return nil, &denial{reason: fmt.Sprintf("%s was refused at the prompt", h)}
+		}
+	}
+	t := &target{host: h, port: port, rule: v.Rule}
+	if h.IP.IsValid() {
+		// Only an IP rule can allow an IP literal: that rule names the address.
+		t.addrs = []netip.Addr{h.IP}
+		return t, nil
+	}
+	resolve := s.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addrs, err := resolve(rctx, h.Name)
+	if err != nil {
+		return nil, &denial{reason: fmt.Sprintf("cannot resolve %s: %v", h, err), rule: v.Rule}
+	}
+	var refused []string
+	for _, a := range addrs {
+		a = a.Unmap()
+		why := netrules.Special(a)
+		if why == "" && s.ownAddr[a] {
+			why = "this host's own"
+		}
+		switch {
+		case why == "":
+		case s.Rules.AllowsAddress(a, port) != nil:
+		case h.Name == "localhost" && a.IsLoopback() && s.Rules.NamesHost("localhost", port):
+		default:
+			refused = append(refused, fmt.Sprintf("%s (%s)", a, why))
+			continue
+		}
+		t.addrs = append(t.addrs, a)
+	}
+	if len(t.addrs) == 0 {
+		if len(refused) == 0 {
+			return nil, &denial{reason: fmt.Sprintf("%s has no address", h), rule: v.Rule}
+		}
+		return nil, &denial{reason: fmt.Sprintf("%s resolves to %v: not reachable through a name; allow that address as an IP rule to reach it", h, refused), rule: v.Rule}
+	}
+	return t, nil
+}
+
+// dial connects to one of the target's addresses.
+func (s *Server) dial(ctx context.Context, t *target) (net.Conn, error) {
+	dial := s.Dial
+	if dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second}
+		dial = d.DialContext
+	}
+	var errs []error
+	for _, a := range t.addrs {
+		c, err := dial(ctx, "tcp", netip.AddrPortFrom(a, uint16(t.port)).String())
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+func (s *Server) audit(e Event) {
+	if s.Audit != nil {
+		e.Time = time.Now().UTC()
+		s.Audit(e)
+	}
+}
+
+func ruleInfo(r *netrules.Rule) (string, string) {
+	if r == nil {
+		return "", ""
+	}
+	return r.Pattern, r.Origin
+}
+
+func (s *Server) deny(proto, host string, port int, d *denial) {
+	rule, src := ruleInfo(d.rule)
+	s.audit(Event{Proto: proto, Host: host, Port: port, Decision: "deny", Reason: d.reason, Rule: rule, Source: src})
+}
+
+// countConn counts bytes each way and reports them once, on Close.
+type countConn struct {
+	net.Conn
+	up, down atomic.Int64 // up: written to the upstream
+	once     sync.Once
+	report   func(up, down int64)
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.down.Add(int64(n))
+	return n, err
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.up.Add(int64(n))
+	return n, err
+}
+
+func (c *countConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.report(c.up.Load(), c.down.Load()) })
+	return err
+}
+
+// CloseWrite and CloseRead keep half-closes working through the wrapper.
+func (c *countConn) CloseWrite() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return hc.CloseWrite()
+	}
+	return nil
+}
+
+// CloseRead implements half-close for goproxy's tunnel.
+func (c *countConn) CloseRead() error {
+	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return hc.CloseRead()
+	}
+	return nil
+}
+
+// ReadFrom keeps splice and sendfile paths of the wrapped connection.
+func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(c.Conn, r)
+	c.up.Add(n)
+	return n, err
+}
+
+// WriteTo keeps splice paths of the wrapped connection.
+func (c *countConn) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, c.Conn)
+	c.down.Add(n)
+	return n, err
+}
+
+func splitPort(hostport string, def int) (string, int, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		// No port: the scheme's default.
+		return hostport, def, nil
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", port)
+	}
+	return host, n, nil
+}
+
+// tlsConfig is used for every TLS connection the proxy itself originates
+// (absolute https:// URIs): verification on.
+func tlsConfig() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }
