@@ -60,6 +60,10 @@ func Init() int {
 		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
 		return ExitInitFailed
 	}
+	if err := startBridge(spec.Bridge); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
+		return ExitInitFailed
+	}
 	if err := os.Chdir(spec.Dir); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx: working directory: %v\n", err)
 		return ExitInitFailed

@@ -32,6 +32,9 @@ type InitSpec struct {
 	// ReadOnly are paths the init binds read-only onto themselves before it
 	// drops its capabilities (see SplitPlan).
 	ReadOnly []string `json:"readOnly,omitempty"`
+	// Bridge, when set, makes the init relay the proxy ports on the
+	// sandbox's loopback to the proxy's Unix socket.
+	Bridge *BridgeSpec `json:"bridge,omitempty"`
 	// RequireLandlock makes a missing Landlock an error instead of a
 	// best-effort skip.
 	RequireLandlock bool `json:"requireLandlock,omitempty"`
@@ -42,4 +45,18 @@ const (
 	ExitCannotExec = 126 // found but could not be executed
 	ExitNotFound   = 127 // command not found
 	ExitInitFailed = 125 // the sandbox could not start the command
+)
+
+// BridgeSpec is where the in-sandbox bridge listens and where it relays to.
+type BridgeSpec struct {
+	Socket    string `json:"socket"` // the proxy's Unix socket, as seen in the sandbox
+	HTTPPort  int    `json:"httpPort"`
+	SOCKSPort int    `json:"socksPort"`
+}
+
+// The ports the bridge listens on in the sandbox, as srt and common tools
+// expect them.
+const (
+	BridgeHTTPPort  = 3128
+	BridgeSOCKSPort = 1080
 )

@@ -51,6 +51,9 @@ type PlanInput struct {
 	// Exe is the sbx binary, bound read-only at its own path so the init can
 	// run even if its directory is hidden, and cannot be modified.
 	Exe string
+	// ProxySocket, when set, is the proxy's Unix socket, bound into the
+	// sandbox at the same path for the init's bridge.
+	ProxySocket string
 }
 
 func depth(p string) int {
@@ -93,7 +96,9 @@ func BuildPlan(in PlanInput) []Op {
 			ops = append(ops, Op{Kind: OpROBind, Src: a.Path, Dst: a.Path, Why: "allowRead: " + a.Origin})
 		}
 	}
-	// Writable roots inside a hidden tree are re-exposed after the hide.
+	if in.ProxySocket != "" {
+		ops = append(ops, Op{Kind: OpROBind, Src: in.ProxySocket, Dst: in.ProxySocket, Why: "proxy socket"})
+	}
 	if in.Exe != "" {
 		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx init"})
 	}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -23,7 +25,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 // Executor runs commands in a bubblewrap sandbox. It implements
@@ -39,6 +43,18 @@ type Executor struct {
 	// RequireLandlock fails a run when the kernel has no Landlock, instead of
 	// relying on the mount namespace alone.
 	RequireLandlock bool
+	// Audit receives the proxy's events; nil drops them.
+	Audit func(proxy.Event)
+	// Ask decides a host no rule names when the network policy is not
+	// strict; nil denies.
+	Ask func(host string, port int) bool
+	// Resolve replaces the system resolver in the proxy (tests, embedders);
+	// nil means the system resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// OnProxyStart, when set, is called once the proxy serves, with a
+	// function that stops it: from then on the sandbox has no network at
+	// all (an embedder's kill switch; tests use it too).
+	OnProxyStart func(stop func() error)
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
@@ -87,6 +103,11 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res}
 	defer r.cleanup()
+	if s.Net != nil {
+		if err := r.startProxy(); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
@@ -96,6 +117,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		Placeholders: r.rec.Placeholders,
 		EmptyFile:    filepath.Join(runDir, emptyFile),
 		Exe:          exe,
+		ProxySocket:  r.proxySocket,
 	})
 	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
 		return nil, err
@@ -113,6 +135,38 @@ type run struct {
 	// sandboxed is set once the sandbox has started, so that cleanup runs
 	// the post-run scan.
 	sandboxed bool
+	// proxy serves the sandbox's network; proxySocket is its Unix socket.
+	proxy       *proxy.Server
+	proxySocket string
+}
+
+// startProxy listens on a Unix socket in a private directory (mode 0700,
+// short path: socket paths are limited to 107 bytes) and serves the proxy
+// from this process. The directory is recorded so a later run removes it if
+// sbx is killed.
+func (r *run) startProxy() error {
+	dir, err := os.MkdirTemp("", "sbx-net-")
+	if err != nil {
+		return fmt.Errorf("linux: proxy directory: %w", err)
+	}
+	r.rec.NetDir = dir
+	r.proxySocket = filepath.Join(dir, "proxy.sock")
+	ln, err := net.Listen("unix", r.proxySocket)
+	if err != nil {
+		return fmt.Errorf("linux: proxy socket: %w", err)
+	}
+	r.proxy = &proxy.Server{
+		Rules:   r.spec.Net.Rules,
+		Strict:  r.spec.Net.Strict,
+		Ask:     r.e.Ask,
+		Resolve: r.e.Resolve,
+		Audit:   r.e.Audit,
+	}
+	go r.proxy.Serve(ln)
+	if r.e.OnProxyStart != nil {
+		r.e.OnProxyStart(r.proxy.Close)
+	}
+	return nil
 }
 
 // prepare scans the writable roots, then records and creates the
@@ -191,6 +245,14 @@ func firstMissing(p string) (fsrules.Entry, bool) {
 // during the run to quarantine, and removes the run directory.
 func (r *run) cleanup() {
 	var errs []error
+	if r.proxy != nil {
+		r.proxy.Close()
+	}
+	if r.rec.NetDir != "" {
+		if err := os.RemoveAll(r.rec.NetDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, p := range r.rec.Placeholders {
 		if err := removePlaceholder(p); err != nil {
 			errs = append(errs, err)
@@ -215,6 +277,19 @@ func (r *run) cleanup() {
 	}
 }
 
+// reachesHostLoopback reports whether a rule lets the sandbox reach the
+// host's loopback (localhost by name, or a loopback address), in which case
+// loopback requests must go through the proxy rather than stay in the
+// sandbox.
+func reachesHostLoopback(rules *netrules.Set) bool {
+	for _, r := range rules.Allow {
+		if r.Host == "localhost" || (r.IP.IsValid() && r.IP.IsLoopback()) {
+			return true
+		}
+	}
+	return false
+}
+
 // forwarded are the signals sbx passes on to the sandbox.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
@@ -227,6 +302,10 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	plan, readOnly := SplitPlan(plan)
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock}
+	if r.proxy != nil {
+		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
+		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort, reachesHostLoopback(r.spec.Net.Rules))
+	}
 	specData, err := json.Marshal(init)
 	if err != nil {
 		return err
@@ -454,9 +533,23 @@ func fileStdio(s pipeline.Stdio) (files, closeLater []*os.File, waitCopies func(
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	stderr, err := out(s.Stderr)
-	if err != nil {
-		return nil, nil, nil, err
+	// As os/exec does: the same writer for both streams gets one pipe, so
+	// only one goroutine ever writes to it.
+	stderr := stdout
+	if !sameWriter(s.Stdout, s.Stderr) {
+		if stderr, err = out(s.Stderr); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	return []*os.File{stdin, stdout, stderr}, closeLater, wg.Wait, nil
+}
+
+// sameWriter reports whether two writers are the same comparable value.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false // an incomparable dynamic type
+		}
+	}()
+	return a != nil && a == b
 }

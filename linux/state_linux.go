@@ -32,6 +32,8 @@ type record struct {
 	PID          int             `json:"pid"`
 	Start        uint64          `json:"start"`
 	Placeholders []fsrules.Entry `json:"placeholders"`
+	// NetDir is the private directory of the proxy's socket.
+	NetDir string `json:"netDir,omitempty"`
 }
 
 // procStart returns a process's start time in clock ticks since boot, which
@@ -153,6 +155,11 @@ func CleanStale(stateDir string) (*CleanReport, error) {
 				rep.Errors = append(rep.Errors, err.Error())
 			} else {
 				rep.Placeholders = append(rep.Placeholders, p.Path)
+			}
+		}
+		if rec.NetDir != "" && strings.HasPrefix(filepath.Base(rec.NetDir), "sbx-net-") {
+			if err := os.RemoveAll(rec.NetDir); err != nil {
+				rep.Errors = append(rep.Errors, err.Error())
 			}
 		}
 		moved, err := quarantineAfter(dir, filepath.Join(stateDir, "quarantine", e.Name()))

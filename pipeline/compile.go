@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
 
@@ -47,4 +48,39 @@ func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Inpu
 	in.DenyRead = append(in.DenyRead, fromFlags(flags.DenyRead, "deny-read")...)
 	in.AllowRead = append(in.AllowRead, fromFlags(flags.AllowRead, "allow-read")...)
 	return in
+}
+
+// NetFlags are the network flags of the command line.
+type NetFlags struct {
+	AllowDomain, DenyDomain []string
+}
+
+// NetInput compiles the network lists of the merged settings and the flags.
+// Strict is sandbox.network.strictAllowlist when a file sets it; otherwise
+// sbx's default: strict unless the session is interactive.
+func NetInput(s *settings.Settings, flags NetFlags, interactive bool) (*NetPolicy, error) {
+	var allow, deny []netrules.Entry
+	if s != nil {
+		for _, e := range s.AllowedDomains {
+			allow = append(allow, netrules.Entry{Pattern: e.Value, Origin: fmt.Sprintf("%s:%s", e.File.Path, e.Pos)})
+		}
+		for _, e := range s.DeniedDomains {
+			deny = append(deny, netrules.Entry{Pattern: e.Value, Origin: fmt.Sprintf("%s:%s", e.File.Path, e.Pos)})
+		}
+	}
+	for _, d := range flags.AllowDomain {
+		allow = append(allow, netrules.Entry{Pattern: d, Origin: "--allow-domain"})
+	}
+	for _, d := range flags.DenyDomain {
+		deny = append(deny, netrules.Entry{Pattern: d, Origin: "--deny-domain"})
+	}
+	rules, err := netrules.Compile(allow, deny)
+	if err != nil {
+		return nil, err
+	}
+	strict := !interactive
+	if s != nil && s.StrictAllowlist.Set {
+		strict = s.StrictAllowlist.V
+	}
+	return &NetPolicy{Rules: rules, Strict: strict}, nil
 }

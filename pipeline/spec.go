@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/netrules"
 )
 
 // Spec is everything a backend needs to run one command. It is pure data:
@@ -20,8 +21,20 @@ type Spec struct {
 	Env  []string // the command's whole environment
 	Dir  string   // working directory inside the sandbox
 	FS   *fsrules.Policy
+	// Net is the network policy. Nil means no network at all: not even the
+	// proxy runs.
+	Net *NetPolicy
 	// Timeout kills the whole sandbox after this long; zero means none.
 	Timeout time.Duration
+}
+
+// NetPolicy is what leaves the sandbox: only connections through sbx's
+// proxy, to hosts the rules allow.
+type NetPolicy struct {
+	Rules *netrules.Set
+	// Strict denies hosts no rule names; otherwise the executor's Ask
+	// callback decides (and with none, they are denied too).
+	Strict bool
 }
 
 // Stdio is the command's standard streams. A nil reader reads nothing; a

@@ -277,7 +277,7 @@ func (s *Server) authorize(ctx context.Context, host string, port int) (*target,
 		return nil, &denial{reason: fmt.Sprintf("%s is denied by rule %q", h, v.Rule.Pattern), rule: v.Rule}
 	case netrules.NoMatch:
 		if s.Strict || s.Ask == nil {
-			return nil, &denial{reason: fmt.Sprintf("%s is not on the allowlist (sandbox.network.allowedDomains)", h)}
+			return nil, &denial{reason: fmt.Sprintf("%s is not on the allowlist (sandbox.network.allowedDomains, --allow-domain)", h)}
 		}
 		if !s.Ask(h.String(), port) {
 			return nil, &denial{reason: fmt.Sprintf("%s was refused at the prompt", h)}

@@ -4,11 +4,14 @@ package main
 
 import (
 	"context"
+	"io"
+	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 const initArg = linux.InitArg
@@ -31,6 +34,10 @@ func newBackend(bwrapPath, stateDir string) *backend {
 
 func (b *backend) executor() pipeline.Executor { return b.exec }
 
+func (b *backend) setAudit(f func(proxy.Event)) { b.exec.Audit = f }
+
+func (b *backend) setAsk(f func(string, int) bool) { b.exec.Ask = f }
+
 func (b *backend) doctor(ctx context.Context) any {
 	return b.exec.Doctor(ctx)
 }
@@ -38,3 +45,14 @@ func (b *backend) doctor(ctx context.Context) any {
 func (b *backend) usable(rep any) bool { return rep.(*linux.Report).Usable }
 
 func (b *backend) clean() (any, error) { return linux.CleanStale(b.exec.StateDir) }
+
+// isTerminal reports whether r is a terminal (not merely a character device
+// such as /dev/null).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

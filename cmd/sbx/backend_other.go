@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"runtime"
 
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 const initArg = "__sbx_init"
@@ -22,6 +24,10 @@ func newBackend(bwrapPath, stateDir string) *backend { return &backend{} }
 
 func (b *backend) executor() pipeline.Executor { return darwin.Executor{} }
 
+func (b *backend) setAudit(func(proxy.Event)) {}
+
+func (b *backend) setAsk(func(string, int) bool) {}
+
 type otherReport struct {
 	OS     string `json:"os"`
 	Usable bool   `json:"usable"`
@@ -35,3 +41,6 @@ func (b *backend) doctor(context.Context) any {
 func (b *backend) usable(any) bool { return false }
 
 func (b *backend) clean() (any, error) { return nil, darwin.ErrNotImplemented }
+
+// isTerminal is false where sbx cannot run commands anyway.
+func isTerminal(io.Reader) bool { return false }

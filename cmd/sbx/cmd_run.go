@@ -27,6 +27,8 @@ type runOpts struct {
 	claude       bool
 	trustProject bool
 	fs           pipeline.FSFlags
+	net          pipeline.NetFlags
+	audit        string
 	timeout      time.Duration
 	unsandboxed  bool
 	printPolicy  bool
@@ -43,6 +45,9 @@ func runFlags(o *runOpts) *pflag.FlagSet {
 	f.StringArrayVar(&o.fs.DenyWrite, "deny-write", nil, "keep `PATH` read-only even inside a writable root; repeatable")
 	f.StringArrayVar(&o.fs.DenyRead, "deny-read", nil, "hide `PATH`; repeatable")
 	f.StringArrayVar(&o.fs.AllowRead, "allow-read", nil, "re-open `PATH` inside a denyRead path; repeatable")
+	f.StringArrayVar(&o.net.AllowDomain, "allow-domain", nil, "let the sandbox reach `HOST` through the proxy (example.com, *.example.com, host:port, an IP); repeatable")
+	f.StringArrayVar(&o.net.DenyDomain, "deny-domain", nil, "never let the sandbox reach `HOST`; repeatable")
+	f.StringVar(&o.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
 	f.DurationVar(&o.timeout, "timeout", 0, "kill the whole sandbox after `DURATION` (exit status 124)")
 	f.BoolVar(&o.unsandboxed, "unsandboxed", false, "run WITHOUT any sandbox (explicit opt-out)")
 	f.BoolVar(&o.printPolicy, "print-policy", false, "print the compiled policy as JSON and exit without running")
@@ -101,10 +106,25 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	for _, w := range pol.Warnings {
 		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
 	}
+	interactive := isTerminal(stdin)
+	netPol, err := pipeline.NetInput(st, o.net, interactive)
+	if err != nil {
+		return exitSbxError, err
+	}
 	if o.printPolicy {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return 0, enc.Encode(pol)
+		return 0, enc.Encode(struct {
+			FS  *fsrules.Policy     `json:"filesystem"`
+			Net *pipeline.NetPolicy `json:"network"`
+		}{pol, netPol})
+	}
+	var audit *auditLog
+	if o.audit != "" {
+		if audit, err = openAudit(o.audit); err != nil {
+			return exitSbxError, err
+		}
+		defer audit.Close()
 	}
 
 	env := commandEnv(os.Environ())
@@ -120,8 +140,14 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	}
 
 	b := newBackend(st.BwrapPath.V, pipeline.StateDir(os.Getenv, home))
+	if audit != nil {
+		b.setAudit(audit.event)
+	}
+	if !netPol.Strict && interactive {
+		b.setAsk((&ttyAsker{decided: map[string]bool{}}).ask)
+	}
 	res, err := b.executor().Run(ctx, &pipeline.Spec{
-		Argv: argv, Env: env, Dir: cwd, FS: pol, Timeout: o.timeout,
+		Argv: argv, Env: env, Dir: cwd, FS: pol, Net: netPol, Timeout: o.timeout,
 	}, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		if errors.Is(err, pipeline.ErrUnavailable) {

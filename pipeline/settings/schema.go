@@ -74,8 +74,7 @@ var schema = map[string]keySpec{
 	"sandbox.filesystem.disabled": {kind: KindBool, status: ignoredStricter, loosens: ifTrue,
 		note: "sbx always enforces the filesystem policy"},
 
-	"sandbox.network.allowedDomains": {kind: KindArray, status: ignoredStricter, loosens: ifNonEmpty,
-		note: "the network proxy is not implemented yet: the sandbox has no network at all"},
+	"sandbox.network.allowedDomains":          {kind: KindArray, loosens: ifNonEmpty},
 	"sandbox.network.deniedDomains":           {kind: KindArray},
 	"sandbox.network.strictAllowlist":         {kind: KindBool, loosens: ifFalse},
 	"sandbox.network.allowManagedDomainsOnly": {kind: KindBool, managedOnly: true},

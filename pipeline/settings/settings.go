@@ -141,6 +141,8 @@ type Settings struct {
 	AllowWrite, DenyWrite, DenyRead, AllowRead []Entry
 	AllowManagedReadPathsOnly                  Bool
 
+	// AllowedDomains and DeniedDomains include the domains of
+	// WebFetch(domain:…) allow and deny permission rules.
 	AllowedDomains, DeniedDomains []Entry
 	StrictAllowlist               Bool
 	AllowManagedDomainsOnly       Bool
@@ -284,6 +286,9 @@ func Load(o Options) (*Settings, error) {
 	s.Trusted = o.TrustProject || s.trusts(o.ProjectDir)
 	for _, f := range s.Files {
 		s.apply(f)
+	}
+	if s.AllowManagedDomainsOnly.Or(false) {
+		s.AllowedDomains = slices.DeleteFunc(s.AllowedDomains, func(e Entry) bool { return e.File.Level != LevelManaged })
 	}
 	if s.AllowManagedReadPathsOnly.Or(false) {
 		s.AllowRead = slices.DeleteFunc(s.AllowRead, func(e Entry) bool { return e.File.Level != LevelManaged })
@@ -469,10 +474,47 @@ func (s *Settings) apply(f *File) {
 	listKey("sandbox.filesystem.denyRead", &s.DenyRead)
 	listKey("sandbox.filesystem.allowRead", &s.AllowRead)
 	boolKey("sandbox.filesystem.allowManagedReadPathsOnly", &s.AllowManagedReadPathsOnly)
+	listKey("sandbox.network.allowedDomains", &s.AllowedDomains)
 	listKey("sandbox.network.deniedDomains", &s.DeniedDomains)
+	s.webFetchRules(f)
 	boolKey("sandbox.network.strictAllowlist", &s.StrictAllowlist)
 	boolKey("sandbox.network.allowManagedDomainsOnly", &s.AllowManagedDomainsOnly)
 	listKey("sbx.trustedProjects", &s.TrustedProjects)
 	// Managed locks: once a managed file sets a scalar, lower levels cannot
 	// override it, because managed files are applied last.
+}
+
+// webFetchRules adds the domains of WebFetch(domain:…) permission rules to
+// the network lists: allow rules join allowedDomains (loosening: not from an
+// untrusted project), deny rules join deniedDomains. "domain:*" is the
+// whole tool and names no domain.
+func (s *Settings) webFetchRules(f *File) {
+	for _, list := range []struct {
+		key string
+		dst *[]Entry
+	}{{"permissions.allow", &s.AllowedDomains}, {"permissions.deny", &s.DeniedDomains}} {
+		n := lookup(f.Root, list.key)
+		if n == nil || n.Kind != KindArray {
+			continue
+		}
+		for _, e := range n.Elems {
+			if e.Kind != KindString {
+				continue
+			}
+			d, ok := strings.CutPrefix(strings.TrimSpace(e.Str), "WebFetch(domain:")
+			if !ok || !strings.HasSuffix(d, ")") {
+				continue
+			}
+			d = strings.TrimSpace(strings.TrimSuffix(d, ")"))
+			if d == "" || d == "*" {
+				continue
+			}
+			if list.key == "permissions.allow" && f.Level.IsProject() && !s.Trusted {
+				s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: e.Pos, Key: list.key,
+					Msg: "WebFetch allow rule from an untrusted project file does not open the network, ignored (trust the project with --trust-project)"})
+				continue
+			}
+			*list.dst = append(*list.dst, Entry{Value: d, File: f, Pos: e.Pos})
+		}
+	}
 }

@@ -106,7 +106,7 @@ func TestValidationErrors(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	s, err := load(t, fakeFS{"/home/u/.config/sbx/settings.json": `{"theme": "dark", "bogus": 1,
-		"sandbox": {"network": {"allowedDomains": ["example.com"]}, "filesystem": {"allowManagedReadPathsOnly": true}}}`}, nil)
+		"sandbox": {"network": {"allowUnixSockets": ["/x.sock"]}, "filesystem": {"allowManagedReadPathsOnly": true}}}`}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	all := strings.Join(got, "\n")
-	for _, want := range []string{"bogus: unknown key", "allowedDomains: not supported", "allowManagedReadPathsOnly: only honoured in managed"} {
+	for _, want := range []string{"bogus: unknown key", "allowUnixSockets: not supported", "allowManagedReadPathsOnly: only honoured in managed"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings %q lack %q", all, want)
 		}
@@ -272,4 +272,31 @@ func FuzzParseJSON(f *testing.F) {
 		s := &Settings{}
 		_ = s.validate(&File{Path: "f", Root: n})
 	})
+}
+
+func TestNetworkLists(t *testing.T) {
+	files := fakeFS{
+		"/home/u/.config/sbx/settings.json": `{"permissions": {"allow": ["WebFetch(domain:docs.example.com)", "Bash(ls:*)", "WebFetch(domain:*)"],
+			"deny": ["WebFetch(domain:evil.example.com)"]}, "sandbox": {"network": {"allowedDomains": ["api.example.com"]}}}`,
+		"/proj/.sbx/settings.json": `{"permissions": {"allow": ["WebFetch(domain:project.example.com)"], "deny": ["WebFetch(domain:blocked.example.com)"]},
+			"sandbox": {"network": {"allowedDomains": ["p2.example.com"], "deniedDomains": ["d.example.com"]}}}`,
+	}
+	s, err := load(t, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(values(s.AllowedDomains), ","); got != "api.example.com,docs.example.com" {
+		t.Errorf("allowed = %s", got)
+	}
+	if got := strings.Join(values(s.DeniedDomains), ","); got != "evil.example.com,d.example.com,blocked.example.com" {
+		t.Errorf("denied = %s", got)
+	}
+	files["/etc/sbx/managed-settings.json"] = `{"sandbox": {"network": {"allowManagedDomainsOnly": true, "allowedDomains": ["m.example.com"]}}}`
+	s, err = load(t, files, func(o *Options) { o.TrustProject = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(values(s.AllowedDomains), ","); got != "m.example.com" {
+		t.Errorf("managed-only allowed = %s", got)
+	}
 }

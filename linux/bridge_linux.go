@@ -1,0 +1,63 @@
+//go:build linux
+
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+)
+
+// startBridge listens on the sandbox's own loopback (127.0.0.1 and ::1) on
+// the proxy ports and relays every connection to the proxy's Unix socket,
+// which is bound into the sandbox. It runs in the init, before the seccomp
+// filter exists (the command cannot create AF_UNIX sockets, the init can),
+// and its listeners exist before the command starts: no readiness polling.
+func startBridge(b *BridgeSpec) error {
+	if b == nil {
+		return nil
+	}
+	for _, port := range []int{b.HTTPPort, b.SOCKSPort} {
+		ln4, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("bridge: %w", err)
+		}
+		go serveBridge(ln4, b.Socket)
+		// IPv6 loopback is best effort: a kernel without IPv6 has none.
+		if ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(port))); err == nil {
+			go serveBridge(ln6, b.Socket)
+		} else if !errors.Is(err, syscall.EADDRNOTAVAIL) && !errors.Is(err, syscall.EAFNOSUPPORT) {
+			return fmt.Errorf("bridge: %w", err)
+		}
+	}
+	return nil
+}
+
+func serveBridge(ln net.Listener, socket string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("unix", socket)
+			if err != nil {
+				return // the proxy is gone: no network
+			}
+			defer up.Close()
+			done := make(chan struct{})
+			go func() {
+				io.Copy(up, c)
+				up.(*net.UnixConn).CloseWrite()
+				close(done)
+			}()
+			io.Copy(c, up)
+			c.(*net.TCPConn).CloseWrite()
+			<-done
+		}()
+	}
+}

@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// envNames are the proxy variables sbx sets in the sandbox, upper and lower
+// case, and any the host had is replaced: a host proxy must not be
+// inherited.
+var envNames = []string{
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY", "GRPC_PROXY", "RSYNC_PROXY",
+	"npm_config_proxy", "npm_config_https_proxy", "npm_config_noproxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
+	"CARGO_HTTP_PROXY", "PIP_PROXY",
+}
+
+// Env returns env with the proxy variables pointing at the in-sandbox
+// bridge: HTTP(S)_PROXY at the HTTP port, ALL_PROXY at SOCKS5 with remote
+// name resolution (socks5h), and the tool-specific forms for tools that
+// ignore the generic ones (npm, yarn, cargo, pip, Java). NO_PROXY keeps the
+// sandbox's own loopback direct, unless localLoopback is set (a rule allows
+// the host's localhost through the proxy).
+func Env(env []string, httpPort, socksPort int, localLoopback bool) []string {
+	out := make([]string, 0, len(env)+len(envNames)*2)
+	javaOpts := ""
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		if name == "JAVA_TOOL_OPTIONS" {
+			javaOpts = value + " "
+			continue
+		}
+		drop := false
+		for _, n := range envNames {
+			if strings.EqualFold(name, n) {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	httpURL := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	socksURL := fmt.Sprintf("socks5h://127.0.0.1:%d", socksPort)
+	noProxy := "localhost,127.0.0.1,::1"
+	if localLoopback {
+		noProxy = ""
+	}
+	set := func(name, value string) {
+		out = append(out, name+"="+value, strings.ToLower(name)+"="+value)
+	}
+	set("HTTP_PROXY", httpURL)
+	set("HTTPS_PROXY", httpURL)
+	set("ALL_PROXY", socksURL)
+	set("FTP_PROXY", httpURL)
+	set("GRPC_PROXY", httpURL)
+	set("NO_PROXY", noProxy)
+	out = append(out,
+		"RSYNC_PROXY="+fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"npm_config_proxy="+httpURL, "npm_config_https_proxy="+httpURL, "npm_config_noproxy="+noProxy,
+		"YARN_HTTP_PROXY="+httpURL, "YARN_HTTPS_PROXY="+httpURL,
+		"CARGO_HTTP_PROXY="+httpURL, "PIP_PROXY="+httpURL,
+		fmt.Sprintf("JAVA_TOOL_OPTIONS=%[3]s-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%[1]d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%[1]d -Dhttp.nonProxyHosts=%[2]s",
+			httpPort, strings.ReplaceAll(noProxy, ",", "|"), javaOpts),
+	)
+	return out
+}
