@@ -236,7 +236,7 @@ func (f *framer) step() error {
 
 func (f *framer) pass(limit int64) error {
 	if f.buf == nil {
-		f.buf = make([]byte, 32<<10)
+		f.buf = make([]byte, 256<<10)
 	}
 	n, err := f.r.Read(f.buf[:min(limit, int64(len(f.buf)))])
 	f.out = f.buf[:n]

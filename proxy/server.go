@@ -239,6 +239,21 @@ func (c *frontConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// ReadFrom lets the HTTP server and goproxy write large blocks straight to
+// the connection instead of through their small buffers.
+func (c *frontConn) ReadFrom(r io.Reader) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	// TCP to Unix socket: the kernel splices, no copy through user space.
+	if tc, ok := r.(*net.TCPConn); ok {
+		if uc, ok := c.Conn.(*net.UnixConn); ok {
+			return tc.WriteTo(uc)
+		}
+	}
+	buf := make([]byte, 256<<10)
+	return io.CopyBuffer(c.Conn, r, buf)
+}
+
 func (c *frontConn) Close() error {
 	c.closed.Do(c.done)
 	return c.Conn.Close()
@@ -415,6 +430,12 @@ func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
 
 // WriteTo keeps splice paths of the wrapped connection.
 func (c *countConn) WriteTo(w io.Writer) (int64, error) {
+	// Hand the raw connection to a ReaderFrom (frontConn splices from it).
+	if rf, ok := w.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(c.Conn)
+		c.down.Add(n)
+		return n, err
+	}
 	n, err := io.Copy(w, c.Conn)
 	c.down.Add(n)
 	return n, err

@@ -1,0 +1,196 @@
+// Command benchproxy measures download throughput through sbx's proxy
+// against a direct download from the same local server, in one run:
+// plain HTTP through the HTTP proxy, HTTPS through CONNECT, HTTP through
+// SOCKS5, and optionally through Anthropic's srt. It also samples the peak
+// RSS of the sbx process tree (sbx, bubblewrap and the in-sandbox init; not
+// the command) idle and during 3 parallel downloads.
+//
+// Usage: go run ./scripts/benchproxy -sbx bin/sbx [-srt PATH -srt-settings FILE] [-n 5] [-mib 100]
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type zeros struct{ n, size int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.n >= z.size {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > z.size-z.n {
+		p = p[:z.size-z.n]
+	}
+	clear(p)
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+func main() {
+	n := flag.Int("n", 5, "downloads per row (at least 5)")
+	mib := flag.Int64("mib", 100, "download size in MiB")
+	sbx := flag.String("sbx", "bin/sbx", "sbx binary")
+	srt := flag.String("srt", "", "srt binary (empty: skip)")
+	srtSettings := flag.String("srt-settings", "", "srt settings file")
+	srtSkip := flag.String("srt-skip", "no srt given", "why srt is skipped")
+	flag.Parse()
+	if *n < 5 {
+		*n = 5
+	}
+	size := *mib << 20
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		io.CopyBuffer(w, &zeros{size: size}, make([]byte, 256<<10))
+	})
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.TLS = &tls.Config{}
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	pp := plain.Listener.Addr().(*net.TCPAddr).Port
+	tp := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	curl := func(extra, url string) string {
+		return fmt.Sprintf("curl -sSk --noproxy '' %s -o /dev/null -w '%%{speed_download}\\n' %s", extra, url)
+	}
+	httpURL := fmt.Sprintf("http://127.0.0.1:%d/f", pp)
+	httpsURL := fmt.Sprintf("https://127.0.0.1:%d/f", tp)
+	sbxRun := func(script string) []string {
+		return []string{*sbx, "run", "--allow-domain", "127.0.0.1", "-c", script}
+	}
+	rows := []struct {
+		name string
+		argv []string
+		skip string
+	}{
+		{"direct HTTP", []string{"sh", "-c", curl("", httpURL)}, ""},
+		{"direct HTTPS", []string{"sh", "-c", curl("", httpsURL)}, ""},
+		{"sbx HTTP proxy", sbxRun(curl("", httpURL)), ""},
+		{"sbx CONNECT (HTTPS)", sbxRun(curl("", httpsURL)), ""},
+		{"sbx SOCKS5", sbxRun(curl("-x socks5h://127.0.0.1:1080", httpURL)), ""},
+		{"srt HTTP proxy", nil, *srtSkip},
+		{"srt CONNECT (HTTPS)", nil, *srtSkip},
+	}
+	if *srt != "" {
+		rows[5].argv, rows[5].skip = []string{*srt, "-s", *srtSettings, "-c", curl("", httpURL)}, ""
+		rows[6].argv, rows[6].skip = []string{*srt, "-s", *srtSettings, "-c", curl("", httpsURL)}, ""
+	}
+	speeds := make([][]float64, len(rows))
+	for i := 0; i < *n; i++ {
+		for j, r := range rows {
+			if r.argv == nil {
+				continue
+			}
+			out, err := exec.Command(r.argv[0], r.argv[1:]...).Output()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v: %s\n", r.name, err, out)
+				os.Exit(1)
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+			if err != nil || v == 0 {
+				fmt.Fprintf(os.Stderr, "%s: no speed in %q\n", r.name, out)
+				os.Exit(1)
+			}
+			speeds[j] = append(speeds[j], v/1e6)
+		}
+	}
+	med := func(v []float64) float64 { s := slices.Clone(v); slices.Sort(s); return s[len(s)/2] }
+	fmt.Printf("Throughput: %d MiB from a local Go server, %d downloads per row, interleaved, curl's speed (MB = 10^6 B)\n\n", *mib, *n)
+	fmt.Println("| path | median MB/s | vs direct |")
+	fmt.Println("|---|---|---|")
+	direct := map[bool]float64{false: med(speeds[0]), true: med(speeds[1])}
+	for j, r := range rows {
+		if r.argv == nil {
+			fmt.Printf("| %s | skipped: %s | |\n", r.name, r.skip)
+			continue
+		}
+		m := med(speeds[j])
+		tls := strings.Contains(r.name, "HTTPS")
+		fmt.Printf("| %s | %.0f | %.0f%% |\n", r.name, m, 100*m/direct[tls])
+	}
+
+	idle := peakRSS(sbxRun("sleep 2"))
+	loaded := peakRSS(sbxRun(fmt.Sprintf("(%s) & (%s) & (%s) & wait", curl("", httpURL), curl("", httpsURL), curl("-x socks5h://127.0.0.1:1080", httpURL))))
+	fmt.Printf("\nPeak RSS of the sbx process tree (sbx, bwrap, init; not the command): idle %.1f MiB, 3 parallel downloads %.1f MiB\n", idle, loaded)
+}
+
+// peakRSS runs argv and samples every 10 ms the summed RSS of the processes
+// in its tree named sbx or bwrap.
+func peakRSS(argv []string) float64 {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	peak := int64(0)
+	for {
+		select {
+		case <-done:
+			return float64(peak) / 1024
+		case <-time.After(10 * time.Millisecond):
+		}
+		var sum int64
+		for _, pid := range tree(cmd.Process.Pid) {
+			status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+			if err != nil {
+				continue
+			}
+			name, rss := "", int64(0)
+			for _, line := range strings.Split(string(status), "\n") {
+				if v, ok := strings.CutPrefix(line, "Name:"); ok {
+					name = strings.TrimSpace(v)
+				}
+				if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+					rss, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+				}
+			}
+			if name == "sbx" || name == "bwrap" {
+				sum += rss
+			}
+		}
+		peak = max(peak, sum)
+	}
+}
+
+// tree lists pid and its descendants.
+func tree(root int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
