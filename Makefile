@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS := ./...
 
-.PHONY: all build check fmt vet staticcheck test cross generate verify-generate bench bench-startup clean
+.PHONY: all build check fmt vet staticcheck test cross generate verify-generate bench bench-startup bench-proxy clean
 
 all: build
 
@@ -45,10 +45,13 @@ verify-generate:
 	for a in amd64 arm64; do cmp linux/seccomp/bpf_$$a.bin $$tmp/bpf_$$a.bin || \
 	  { echo "linux/seccomp/bpf_$$a.bin is stale: run make generate"; exit 1; }; done
 
-bench: bench-startup
+bench: bench-startup bench-proxy
 
-bench-startup: build
+bench-startup:
 	scripts/bench-startup
+
+bench-proxy:
+	scripts/bench-proxy
 
 clean:
 	rm -rf bin
