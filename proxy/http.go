@@ -81,10 +81,7 @@ func (s *Server) dialForRequest(ctx context.Context, network, addr string) (net.
 	rule, src := ruleInfo(st.t.rule)
 	ev := Event{Proto: "connect", Host: st.t.host.String(), Port: st.t.port, Decision: "allow", Rule: rule, Source: src,
 		Addr: c.RemoteAddr().String()}
-	return &countConn{Conn: c, report: func(up, down int64) {
-		ev.BytesUp, ev.BytesDown = up, down
-		s.audit(ev)
-	}}, nil
+	return s.upstream(c, st.t, ev), nil
 }
 
 func denyResponse(r *http.Request, status int, reason string) *http.Response {

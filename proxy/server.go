@@ -379,12 +379,16 @@ func (s *Server) deny(proto, host string, port int, d *denial) {
 	s.audit(Event{Proto: proto, Host: host, Port: port, Decision: "deny", Reason: d.reason, Rule: rule, Source: src})
 }
 
-// countConn counts bytes each way and reports them once, on Close.
+// countConn is an upstream connection: it counts bytes each way and reports
+// them once, on Close. With check set, the client's first message is held
+// until it is known not to name another host (domain fronting).
 type countConn struct {
 	net.Conn
 	up, down atomic.Int64 // up: written to the upstream
 	once     sync.Once
 	report   func(up, down int64)
+	check    *firstCheck
+	refused  func(error) // called once when check refuses the tunnel
 }
 
 func (c *countConn) Read(p []byte) (int, error) {
@@ -394,6 +398,24 @@ func (c *countConn) Read(p []byte) (int, error) {
 }
 
 func (c *countConn) Write(p []byte) (int, error) {
+	if c.check != nil && !c.check.done {
+		out, err := c.check.feed(p)
+		if err != nil {
+			if c.refused != nil {
+				c.refused(err)
+			}
+			c.Conn.Close()
+			return 0, err
+		}
+		if len(out) > 0 {
+			n, err := c.Conn.Write(out)
+			c.up.Add(int64(n))
+			if err != nil {
+				return 0, err
+			}
+		}
+		return len(p), nil
+	}
 	n, err := c.Conn.Write(p)
 	c.up.Add(int64(n))
 	return n, err
@@ -423,9 +445,28 @@ func (c *countConn) CloseRead() error {
 
 // ReadFrom keeps splice and sendfile paths of the wrapped connection.
 func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	if c.check != nil && !c.check.done {
+		buf := make([]byte, 16<<10)
+		for !c.check.done {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return total, werr
+				}
+				total += int64(n)
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				return total, err
+			}
+		}
+	}
 	n, err := io.Copy(c.Conn, r)
 	c.up.Add(n)
-	return n, err
+	return total + n, err
 }
 
 // WriteTo keeps splice paths of the wrapped connection.
@@ -439,6 +480,31 @@ func (c *countConn) WriteTo(w io.Writer) (int64, error) {
 	n, err := io.Copy(w, c.Conn)
 	c.down.Add(n)
 	return n, err
+}
+
+// upstream wraps a tunnel's upstream connection: bytes are counted and
+// reported in ev when it closes, and the client's first message is checked
+// against the decided host; a tunnel refused for domain fronting is
+// reported as a deny.
+func (s *Server) upstream(c net.Conn, t *target, ev Event) *countConn {
+	cc := &countConn{Conn: c, check: &firstCheck{host: t.host}}
+	var mu sync.Mutex
+	var refusedErr error
+	cc.refused = func(err error) {
+		mu.Lock()
+		refusedErr = err
+		mu.Unlock()
+	}
+	cc.report = func(up, down int64) {
+		ev.BytesUp, ev.BytesDown = up, down
+		mu.Lock()
+		if refusedErr != nil {
+			ev.Decision, ev.Reason = "deny", refusedErr.Error()
+		}
+		mu.Unlock()
+		s.audit(ev)
+	}
+	return cc
 }
 
 func splitPort(hostport string, def int) (string, int, error) {

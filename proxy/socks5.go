@@ -167,15 +167,15 @@ func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		socksReply(c, socksHostUnreachable, nil)
 		return
 	}
-	defer up.Close()
 	ev.Addr = up.RemoteAddr().String()
 	if err := socksReply(c, socksSucceeded, up.LocalAddr()); err != nil {
+		up.Close()
 		return
 	}
 	// Bytes the client sent with its request are still in br.
-	upN, downN := relay(c, br, up)
-	ev.BytesUp, ev.BytesDown = upN, downN
-	s.audit(ev)
+	uc := s.upstream(up, t, ev)
+	relay(c, br, uc)
+	uc.Close()
 }
 
 // relay copies both ways until both directions are done, half-closing as

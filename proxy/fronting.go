@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/netrules"
+)
+
+// maxFirstBytes bounds what a tunnel buffers to read the client's first
+// message (a TLS ClientHello or an HTTP request head).
+const maxFirstBytes = 64 << 10
+
+// errNeedMore means the first message is not complete yet.
+var errNeedMore = errors.New("need more bytes")
+
+// FrontingError is a tunnel closed because its first message names another
+// host than the one the tunnel was opened (and decided) for.
+type FrontingError struct {
+	Decided, Named string
+}
+
+func (e *FrontingError) Error() string {
+	return fmt.Sprintf("tunnel to %s carries a request for %s (domain fronting)", e.Decided, e.Named)
+}
+
+// CheckFirstBytes inspects the first bytes a client sends through a tunnel
+// to host. A TLS ClientHello whose SNI names another host, or a plaintext
+// HTTP request whose Host header names another host, is a *FrontingError.
+// It returns errNeedMore while the message is incomplete; other protocols
+// pass.
+func CheckFirstBytes(first []byte, host netrules.Host) error {
+	if len(first) == 0 {
+		return errNeedMore
+	}
+	switch {
+	case first[0] == 0x16: // TLS handshake record
+		sni, err := clientHelloSNI(first)
+		if err != nil {
+			return err
+		}
+		return compareNamed(sni, host)
+	case looksLikeHTTP(first):
+		end := bytes.Index(first, []byte("\r\n\r\n"))
+		if end < 0 {
+			if len(first) >= maxFirstBytes {
+				return &FrontingError{Decided: host.String(), Named: "(an oversized request head)"}
+			}
+			return errNeedMore
+		}
+		for _, line := range strings.Split(string(first[:end]), "\r\n")[1:] {
+			name, value, ok := strings.Cut(line, ":")
+			if ok && strings.EqualFold(strings.TrimSpace(name), "host") {
+				h := strings.TrimSpace(value)
+				if hh, _, err := net.SplitHostPort(h); err == nil {
+					h = hh
+				}
+				return compareNamed(h, host)
+			}
+		}
+	}
+	return nil
+}
+
+// looksLikeHTTP reports whether b starts with an HTTP method and a space.
+func looksLikeHTTP(b []byte) bool {
+	for _, m := range []string{"GET ", "POST ", "PUT ", "DELETE ", "HEAD ", "OPTIONS ", "PATCH ", "TRACE ", "CONNECT "} {
+		if bytes.HasPrefix(b, []byte(m)) {
+			return true
+		}
+	}
+	return false
+}
+
+// compareNamed checks a name found inside the tunnel against the decided
+// host. An empty name (no SNI) passes: the tunnel goes where it was decided.
+func compareNamed(named string, host netrules.Host) error {
+	if named == "" {
+		return nil
+	}
+	h, err := netrules.NormalizeHost(named)
+	if err != nil || h != host {
+		return &FrontingError{Decided: host.String(), Named: named}
+	}
+	return nil
+}
+
+// clientHelloSNI parses a ClientHello with crypto/tls and returns its
+// server name.
+func clientHelloSNI(b []byte) (string, error) {
+	if len(b) < 5 {
+		return "", errNeedMore
+	}
+	recLen := int(b[3])<<8 | int(b[4])
+	if len(b) < 5+recLen {
+		if len(b) >= maxFirstBytes {
+			return "", errors.New("oversized TLS record")
+		}
+		return "", errNeedMore
+	}
+	var sni string
+	got := errors.New("got the hello")
+	conn := tls.Server(&replayConn{r: bytes.NewReader(b)}, &tls.Config{
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			sni = hello.ServerName
+			return nil, got
+		},
+	})
+	err := conn.Handshake()
+	if errors.Is(err, got) {
+		return sni, nil
+	}
+	if (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && len(b) < maxFirstBytes {
+		return "", errNeedMore // the hello continues in the next record
+	}
+	// A ClientHello spread over several records, or not a hello at all:
+	// with the whole first record present and no hello, refuse to guess.
+	return "", fmt.Errorf("unreadable TLS ClientHello: %w", err)
+}
+
+// replayConn feeds recorded bytes to crypto/tls and discards its writes.
+type replayConn struct{ r io.Reader }
+
+func (c *replayConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (c *replayConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *replayConn) Close() error                     { return nil }
+func (c *replayConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *replayConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *replayConn) SetDeadline(time.Time) error      { return nil }
+func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
+
+// firstCheck holds a tunnel's first bytes until CheckFirstBytes decides.
+type firstCheck struct {
+	host    netrules.Host
+	pending []byte
+	done    bool
+	err     error
+}
+
+// feed adds client bytes; it returns what may now go upstream, or the
+// refusal.
+func (f *firstCheck) feed(p []byte) ([]byte, error) {
+	if f.done {
+		return p, f.err
+	}
+	f.pending = append(f.pending, p...)
+	err := CheckFirstBytes(f.pending, f.host)
+	if errors.Is(err, errNeedMore) && len(f.pending) < maxFirstBytes {
+		return nil, nil
+	}
+	f.done = true
+	if errors.Is(err, errNeedMore) {
+		err = nil // big and still incomplete: not TLS or HTTP we can read
+	}
+	f.err = err
+	out := f.pending
+	f.pending = nil
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/netrules"
+)
+
+// clientHello returns the first bytes a TLS client sends for serverName.
+func clientHello(t testing.TB, serverName string) []byte {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go tls.Client(a, &tls.Config{ServerName: serverName, InsecureSkipVerify: serverName == ""}).Handshake()
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64<<10)
+	n, err := b.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+func host(t testing.TB, s string) netrules.Host {
+	h, err := netrules.NormalizeHost(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestCheckFirstBytes(t *testing.T) {
+	var fe *FrontingError
+	tests := []struct {
+		name  string
+		first []byte
+		host  string
+		front bool
+	}{
+		{"same SNI", clientHello(t, "api.example.test"), "api.example.test", false},
+		{"same SNI other case", clientHello(t, "API.example.test"), "api.example.test", false},
+		{"other SNI", clientHello(t, "evil.test"), "api.example.test", true},
+		{"no SNI", clientHello(t, ""), "api.example.test", false},
+		{"HTTP same host", []byte("GET / HTTP/1.1\r\nHost: api.example.test:80\r\n\r\n"), "api.example.test", false},
+		{"HTTP other host", []byte("GET / HTTP/1.1\r\nhost: evil.test\r\n\r\n"), "api.example.test", true},
+		{"SSH", []byte("SSH-2.0-OpenSSH_9.2\r\n"), "api.example.test", false},
+	}
+	for _, tt := range tests {
+		err := CheckFirstBytes(tt.first, host(t, tt.host))
+		if got := errors.As(err, &fe); got != tt.front || (err != nil && !tt.front) {
+			t.Errorf("%s: err = %v, want fronting=%v", tt.name, err, tt.front)
+		}
+	}
+	// Incomplete messages wait for more.
+	hello := clientHello(t, "evil.test")
+	if err := CheckFirstBytes(hello[:20], host(t, "x.test")); !errors.Is(err, errNeedMore) {
+		t.Errorf("partial hello: %v", err)
+	}
+	if err := CheckFirstBytes([]byte("GET / HTTP/1.1\r\nHost: evil.test\r\n"), host(t, "x.test")); !errors.Is(err, errNeedMore) {
+		t.Errorf("partial head: %v", err)
+	}
+}
+
+func TestTunnelFrontingClosed(t *testing.T) {
+	tlsBe := newBackend(t, true)
+	h := newHarness(t, []string{"api.example.test", "127.0.0.1"}, nil)
+	for _, proto := range []string{"connect", "socks5"} {
+		var c net.Conn
+		if proto == "connect" {
+			c = h.dial()
+			fmt.Fprintf(c, "CONNECT api.example.test:%d HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", tlsBe.port, tlsBe.port)
+			buf := make([]byte, 512)
+			n, _ := c.Read(buf)
+			if string(buf[:12]) != "HTTP/1.1 200" {
+				t.Fatalf("CONNECT reply %q", buf[:n])
+			}
+		} else {
+			var code byte
+			code, c = h.socks("api.example.test", tlsBe.port)
+			if code != socksSucceeded {
+				t.Fatalf("socks reply %d", code)
+			}
+		}
+		// TLS naming another host through the tunnel: the proxy closes it.
+		tc := tls.Client(c, &tls.Config{ServerName: "evil.test", InsecureSkipVerify: true})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err == nil {
+			t.Errorf("%s: handshake through a fronted tunnel succeeded", proto)
+		}
+		io.Copy(io.Discard, c)
+		c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := tlsBe.hits.Load(); n != 0 {
+		t.Errorf("backend got %d requests", n)
+	}
+	denied := 0
+	for _, e := range h.eventsFor("api.example.test") {
+		if e.Decision == "deny" && e.Reason != "" {
+			denied++
+		}
+	}
+	if denied != 2 {
+		t.Errorf("%d fronting denials in the audit, want 2: %+v", denied, h.eventsFor("api.example.test"))
+	}
+}
+
+func FuzzCheckFirstBytes(f *testing.F) {
+	f.Add(clientHello(f, "a.test"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"))
+	f.Add([]byte{0x16, 3, 1, 0, 5, 1, 0, 0, 1, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		CheckFirstBytes(b, netrules.Host{Name: "a.test"})
+	})
+}
