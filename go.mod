@@ -13,6 +13,7 @@ require (
 require (
 	github.com/elazarl/goproxy v1.9.4
 	github.com/google/go-cmp v0.7.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require golang.org/x/text v0.44.0 // indirect

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/netrules"
@@ -43,6 +45,9 @@ func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Inpu
 		in.DenyRead = fromSettings(s.DenyRead, "denyRead")
 		in.AllowRead = fromSettings(s.AllowRead, "allowRead")
 	}
+	if s != nil {
+		permissionPaths(s, workspace, &in)
+	}
 	in.AllowWrite = append(in.AllowWrite, fromFlags(flags.AllowWrite, "allow-write")...)
 	in.DenyWrite = append(in.DenyWrite, fromFlags(flags.DenyWrite, "deny-write")...)
 	in.DenyRead = append(in.DenyRead, fromFlags(flags.DenyRead, "deny-read")...)
@@ -83,4 +88,51 @@ func NetInput(s *settings.Settings, flags NetFlags, interactive bool) (*NetPolic
 		strict = s.StrictAllowlist.V
 	}
 	return &NetPolicy{Rules: rules, Strict: strict}, nil
+}
+
+// permissionPaths adds the paths of permission rules to the sandbox lists,
+// as Claude Code does: Edit allow rules join allowWrite, Edit deny rules
+// denyWrite, Read deny rules denyRead. Their anchors are the permission
+// rules' own ("/path" is relative to the settings file's base). Patterns
+// with wildcards other than a trailing "/**" are left to the permission
+// layer for the write lists; a bare name ("Read(.env)") denies reading it
+// at any depth of the workspace (what exists at start).
+func permissionPaths(s *settings.Settings, cwd string, in *fsrules.Input) {
+	for _, pr := range s.Perm.Rules {
+		raw := strings.TrimSpace(pr.Rule)
+		tool, spec, ok := strings.Cut(raw, "(")
+		if !ok || !strings.HasSuffix(spec, ")") || (tool != "Read" && tool != "Edit") {
+			continue
+		}
+		spec = strings.TrimSuffix(spec, ")")
+		var list *[]fsrules.Rule
+		switch {
+		case tool == "Read" && pr.Behavior == "deny":
+			list = &in.DenyRead
+		case tool == "Edit" && pr.Behavior == "deny":
+			list = &in.DenyWrite
+		case tool == "Edit" && pr.Behavior == "allow":
+			list = &in.AllowWrite
+		default:
+			continue
+		}
+		p := strings.TrimSuffix(strings.TrimSuffix(spec, "/**"), "/")
+		var abs string
+		switch {
+		case strings.HasPrefix(p, "//"):
+			abs = "/" + strings.TrimLeft(p, "/")
+		case strings.HasPrefix(p, "~/") || p == "~":
+			abs = p // fsrules anchors ~ itself
+		case strings.HasPrefix(p, "/"):
+			abs = filepath.Join(settingsBase(pr, cwd), p)
+		case !strings.Contains(strings.TrimPrefix(p, "./"), "/") && !strings.HasPrefix(p, "./"):
+			abs = filepath.Join(cwd, "**", p)
+		default:
+			abs = filepath.Join(cwd, strings.TrimPrefix(p, "./"))
+		}
+		if list != &in.DenyRead && strings.ContainsAny(abs, "*?[") {
+			continue
+		}
+		*list = append(*list, fsrules.Rule{Pattern: abs, BaseDir: cwd, Origin: pr.Where()})
+	}
 }

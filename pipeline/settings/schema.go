@@ -53,7 +53,7 @@ var schema = map[string]keySpec{
 	"sandbox.failIfUnavailable":        {kind: KindBool, loosens: ifFalse},
 	"sandbox.allowUnsandboxedCommands": {kind: KindBool, loosens: ifTrue},
 	"sandbox.autoAllowBashIfSandboxed": {kind: KindBool, status: accepted, loosens: ifTrue, note: "used by the permission gate"},
-	"sandbox.excludedCommands":         {kind: KindArray, status: ignoredStricter, loosens: ifNonEmpty, note: "sbx runs every command sandboxed"},
+	"sandbox.excludedCommands":         {kind: KindArray, status: accepted, loosens: ifNonEmpty, note: "used by the permission gate"},
 	"sandbox.enableWeakerNestedSandbox": {kind: KindBool, status: ignoredStricter, loosens: ifTrue,
 		note: "sbx always mounts a fresh /proc"},
 	"sandbox.enableWeakerNetworkIsolation": {kind: KindBool, status: ignoredStricter, loosens: ifTrue, note: "macOS only"},
@@ -89,6 +89,7 @@ var schema = map[string]keySpec{
 	"sandbox.network.mitmProxy":         {kind: KindObject, status: ignoredStricter, loosens: always},
 
 	"sbx.trustedProjects": {kind: KindArray, loosens: ifNonEmpty, note: "read from user and managed settings only"},
+	"sbx.hooks":           {kind: KindObject, status: accepted, note: "used by the permission gate"},
 }
 
 // topLevel lists Claude Code's top-level settings keys, accepted without a
@@ -104,5 +105,6 @@ var topLevel = map[string]Kind{
 	"alwaysThinkingEnabled": KindBool, "companyAnnouncements": KindArray, "enabledPlugins": KindObject,
 	"extraKnownMarketplaces": KindObject, "theme": KindString, "language": KindString, "availableModels": KindArray,
 	"fallbackModel": KindString, "effortLevel": KindString, "attribution": KindObject, "feedbackSurveyRate": KindNumber,
-	"sandbox": KindObject, "sbx": KindObject,
+	"sandbox": KindObject, "sbx": KindObject, "autoMode": KindObject, "disableAutoMode": KindString,
+	"disableBypassPermissionsMode": KindString, "skipDangerousModePermissionPrompt": KindBool,
 }

@@ -148,6 +148,9 @@ type Settings struct {
 	AllowManagedDomainsOnly       Bool
 
 	TrustedProjects []Entry
+
+	// Perm is what the permission gate reads: rules, mode, hooks.
+	Perm Permissions
 }
 
 // Options says where settings come from. Every field with a file system
@@ -281,12 +284,17 @@ func Load(o Options) (*Settings, error) {
 		if err := s.validate(f); err != nil {
 			return nil, err
 		}
+		if err := validatePermissions(f); err != nil {
+			return nil, err
+		}
 		s.Files = append(s.Files, f)
 	}
 	s.Trusted = o.TrustProject || s.trusts(o.ProjectDir)
 	for _, f := range s.Files {
 		s.apply(f)
+		s.applyPermissions(f)
 	}
+	s.finishPermissions()
 	if s.AllowManagedDomainsOnly.Or(false) {
 		s.AllowedDomains = slices.DeleteFunc(s.AllowedDomains, func(e Entry) bool { return e.File.Level != LevelManaged })
 	}

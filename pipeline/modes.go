@@ -1,0 +1,416 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// readOnlyCommands run without a prompt in every mode (spec §1.5) when
+// they write no file.
+var readOnlyCommands = []string{"ls", "cat", "echo", "pwd", "head", "tail", "grep", "egrep", "fgrep", "rg", "find",
+	"wc", "which", "diff", "stat", "du", "df", "cd", "file", "tree", "whoami", "id", "date", "uname", "printf",
+	"true", "false", "test", "[", "realpath", "basename", "dirname", "uniq", "cut", "type", "env", "printenv", "less", "more", "nl", "cmp"}
+
+// readOnlyGit are git subcommands that change nothing.
+var readOnlyGit = []string{"status", "log", "diff", "show", "rev-parse", "ls-files", "describe", "blame", "grep",
+	"shortlog", "ls-tree", "cat-file", "merge-base", "reflog"}
+
+// isReadOnly reports whether a simple command is in the built-in
+// read-only set.
+func isReadOnly(sc SimpleCommand) bool {
+	if len(sc.Args) == 0 || sc.Args[0] == "" || sc.ExecWrapper {
+		return false
+	}
+	for _, rd := range sc.Redirects {
+		if rd.Output && rd.Path != "/dev/null" {
+			return false
+		}
+	}
+	name := sc.Args[0]
+	switch name {
+	case "find":
+		for _, a := range sc.Args[1:] {
+			if strings.HasPrefix(a, "-fprint") || a == "-fls" {
+				return false
+			}
+		}
+		return true
+	case "file":
+		return !slices.Contains(sc.Args[1:], "-m") && !slices.Contains(sc.Args[1:], "-f")
+	case "env", "printenv":
+		return len(sc.Args) == 1 || name == "printenv"
+	case "git":
+		rest := sc.Args[1:]
+		if len(rest) == 0 {
+			return false
+		}
+		sub := rest[0]
+		switch sub {
+		case "branch", "tag", "remote", "stash":
+			// Listing forms only.
+			for _, a := range rest[1:] {
+				if !strings.HasPrefix(a, "-") || !slices.Contains([]string{"-a", "-r", "-v", "-vv", "--list", "-l", "--all"}, a) {
+					return sub == "stash" && a == "list"
+				}
+			}
+			return sub != "stash" || len(rest) > 1
+		case "config":
+			return len(rest) > 1 && (rest[1] == "--get" || rest[1] == "--list" || rest[1] == "-l" || rest[1] == "--get-all")
+		}
+		return slices.Contains(readOnlyGit, sub)
+	}
+	return slices.Contains(readOnlyCommands, name)
+}
+
+// allowed is step 8: every subcommand covered by an allow rule or the
+// read-only set, the command fully parsed and not too long; a redirect
+// target needs its own approval (a Bash allow rule allows the command, not
+// the file). For other tools, an allow rule matches the call.
+func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) {
+	if call.Tool != "Bash" {
+		for _, r := range g.rules {
+			if r.Behavior == BehaviorAllow && r.MatchTool(call.Tool) && g.ruleMatches(r, call) {
+				return r, true
+			}
+		}
+		// An Edit allow also grants reading the path.
+		if call.Tool == "Read" || call.Tool == "Glob" || call.Tool == "Grep" {
+			for _, r := range g.rules {
+				if r.Behavior == BehaviorAllow && r.Tool == "Edit" && g.ruleMatches(r, call) {
+					return r, true
+				}
+			}
+		}
+		return nil, false
+	}
+	if pc.Unparseable {
+		v.Trail = append(v.Trail, "command "+pc.Reason+": no rule may allow it")
+		return nil, false
+	}
+	var last *Rule
+	for _, sc := range pc.Commands {
+		if sc.Text == "" && len(sc.Redirects) == 0 {
+			continue
+		}
+		covered := sc.Text == "" || isReadOnly(sc)
+		if !covered {
+			for _, r := range g.rules {
+				if r.Behavior != BehaviorAllow || r.Tool != "Bash" {
+					continue
+				}
+				if !r.HasSpec && r.Param == "" {
+					covered, last = true, r
+					break
+				}
+				if r.bashRe == nil || (sc.ExecWrapper && !r.bashExact) {
+					continue
+				}
+				if r.bashRe.MatchString(sc.AllowText) {
+					covered, last = true, r
+					break
+				}
+			}
+		}
+		if !covered {
+			return nil, false
+		}
+		for _, rd := range sc.Redirects {
+			if !rd.Output || rd.Path == "/dev/null" {
+				continue
+			}
+			if rd.Path == "" || strings.HasPrefix(rd.Path, "~") {
+				return nil, false // a target that cannot be read statically
+			}
+			if !g.editAllowed(g.abs(rd.Path)) {
+				return nil, false
+			}
+		}
+	}
+	return last, true
+}
+
+// editAllowed reports whether writing p is approved without a prompt: an
+// Edit allow rule, or acceptEdits inside the working directories.
+func (g *Gate) editAllowed(p string) bool {
+	for _, r := range g.rules {
+		if r.Behavior == BehaviorAllow && r.Tool == "Edit" && r.pathRule != nil && g.pathMatches(r, p, BehaviorAllow) {
+			return true
+		}
+	}
+	return (g.Mode == ModeAcceptEdits) && g.inWorkDirs(p)
+}
+
+// acceptEditsCommands are the file commands acceptEdits runs on in-scope
+// paths.
+var acceptEditsCommands = []string{"mkdir", "touch", "rm", "rmdir", "mv", "cp", "sed"}
+
+// modeBaseline is step 9.
+func (g *Gate) modeBaseline(ctx context.Context, call *Call, pc *ParsedCommand, v *Verdict) (Decision, string, string, *Rule) {
+	trail := func(s string, a ...any) { v.Trail = append(v.Trail, fmt.Sprintf(s, a...)) }
+	mode := "mode: " + string(g.Mode)
+	switch call.Tool {
+	case "Read", "Glob", "Grep":
+		paths := g.callPaths(call)
+		if len(paths) == 0 {
+			paths = []string{g.Cwd}
+		}
+		in := true
+		for _, p := range paths {
+			in = in && g.inWorkDirs(p)
+		}
+		if in {
+			trail("read inside the working directories")
+			return DecisionAllow, "reads inside the working directories need no approval", mode, nil
+		}
+		return DecisionAsk, "reading outside the working directories needs approval", mode, nil
+	case "Edit", "Write", "MultiEdit", "NotebookEdit":
+		if g.Mode == ModePlan {
+			trail("plan mode blocks edits")
+			return DecisionDeny, "plan mode: edits are blocked until the plan is approved", mode, nil
+		}
+		paths := g.callPaths(call)
+		if g.Mode == ModeAcceptEdits || g.Mode == ModeAuto {
+			in := len(paths) > 0
+			for _, p := range paths {
+				in = in && g.inWorkDirs(p)
+			}
+			if in {
+				trail("%s: edit inside the working directories", g.Mode)
+				return DecisionAllow, "edits inside the working directories are accepted in " + string(g.Mode), mode, nil
+			}
+		}
+		return DecisionAsk, "editing needs approval", mode, nil
+	case "Bash":
+		if g.Mode == ModeAcceptEdits && !pc.Unparseable && g.inScopeFileCommands(pc) {
+			trail("acceptEdits: file commands on in-scope paths")
+			return DecisionAllow, "acceptEdits: file commands inside the working directories", mode, nil
+		}
+	}
+	if g.Mode == ModeAuto {
+		return g.classify(ctx, call, v)
+	}
+	return DecisionAsk, call.Tool + " needs approval", mode, nil
+}
+
+// inScopeFileCommands reports whether every subcommand is an acceptEdits
+// file command (or read-only) whose literal path arguments are all inside
+// the working directories.
+func (g *Gate) inScopeFileCommands(pc *ParsedCommand) bool {
+	if len(pc.Commands) == 0 {
+		return false
+	}
+	for _, sc := range pc.Commands {
+		if isReadOnly(sc) {
+			continue
+		}
+		if len(sc.Args) == 0 || !slices.Contains(acceptEditsCommands, sc.Args[0]) || sc.Dynamic {
+			return false
+		}
+		for _, a := range sc.Args[1:] {
+			if a == "" {
+				return false
+			}
+			if strings.HasPrefix(a, "-") {
+				continue
+			}
+			if sc.Args[0] == "sed" && !strings.Contains(a, "/") && !strings.Contains(a, ".") {
+				continue // the sed script
+			}
+			if !g.inWorkDirs(g.abs(a)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// classify asks the external classifier in auto mode (PreToolUse hook
+// contract); anything but an allow is an ask.
+func (g *Gate) classify(ctx context.Context, call *Call, v *Verdict) (Decision, string, string, *Rule) {
+	in, _ := json.Marshal(hookInput{SessionID: g.SessionID, Cwd: g.Cwd, PermissionMode: string(g.Mode),
+		HookEventName: "PreToolUse", ToolName: call.Tool, ToolInput: call.Input, ToolUseID: call.ID})
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, g.Classifier[0], g.Classifier[1:]...)
+	cmd.Stdin, cmd.Dir = bytes.NewReader(in), g.Cwd
+	out, err := cmd.Output()
+	src := "auto-mode classifier " + strings.Join(g.Classifier, " ")
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 2 {
+			return DecisionDeny, "the classifier blocked the call: " + strings.TrimSpace(string(ee.Stderr)), src, nil
+		}
+		v.Warnings = append(v.Warnings, src+" failed: "+err.Error())
+		return DecisionAsk, "the classifier did not answer", src, nil
+	}
+	var o hookOutput
+	if json.Unmarshal(bytes.TrimSpace(out), &o) == nil && o.HookSpecificOutput != nil {
+		switch o.HookSpecificOutput.PermissionDecision {
+		case "allow":
+			return DecisionAllow, "approved by the classifier", src, nil
+		case "deny":
+			return DecisionDeny, "blocked by the classifier: " + o.HookSpecificOutput.PermissionDecisionReason, src, nil
+		}
+	}
+	return DecisionAsk, "the classifier asks for approval", src, nil
+}
+
+// criticalRemove reports why an rm/rmdir targets a critical path: /, a
+// direct child of /, the home directory, a working directory or one of its
+// parents, a glob directly under one of those, or a glob under a variable.
+func (g *Gate) criticalRemove(pc *ParsedCommand) string {
+	for _, sc := range pc.Commands {
+		if len(sc.Args) == 0 || (sc.Args[0] != "rm" && sc.Args[0] != "rmdir") {
+			continue
+		}
+		for _, a := range sc.Args[1:] {
+			if strings.HasPrefix(a, "-") && a != "-" {
+				continue
+			}
+			if a == "" {
+				return "a path built from a variable or substitution"
+			}
+			glob := strings.ContainsAny(a, "*?[")
+			p := g.abs(strings.TrimSuffix(a, "/"))
+			if a == "/" {
+				p = "/"
+			}
+			dir := p
+			if glob {
+				dir = filepath.Dir(p)
+			}
+			if why := g.criticalDir(dir); why != "" && (glob || dir == p) {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+func (g *Gate) criticalDir(p string) string {
+	switch {
+	case p == "/":
+		return "/"
+	case filepath.Dir(p) == "/":
+		return "a top-level directory " + p
+	case p == g.Home:
+		return "the home directory"
+	}
+	for _, d := range g.workDirs {
+		if fsrules.Within(d, p) {
+			return "the working directory or a parent of it"
+		}
+	}
+	return ""
+}
+
+// protectedPath reports why writing p is never auto-approved (spec §2).
+func protectedPath(p, _, _ string) string {
+	comps := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+	for i, c := range comps {
+		last := i == len(comps)-1
+		switch c {
+		case ".git", ".vscode", ".idea", ".husky", ".cargo", ".devcontainer", ".yarn", ".mvn":
+			return c + " is a protected directory"
+		case ".claude":
+			if i+1 < len(comps) && comps[i+1] == "worktrees" {
+				continue
+			}
+			return ".claude is a protected directory"
+		case ".config":
+			if i+1 < len(comps) && comps[i+1] == "git" {
+				return ".config/git is a protected directory"
+			}
+		}
+		if last {
+			for _, f := range fsrules.ProtectedFiles() {
+				if c == f {
+					return c + " is a protected file"
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// toolSchemas lists, per tool, the input fields and their JSON kinds; a
+// required field is marked with a leading "!".
+var toolSchemas = map[string]map[string]string{
+	"Bash":         {"!command": "string", "timeout": "number", "description": "string", "run_in_background": "bool", "dangerouslyDisableSandbox": "bool"},
+	"Read":         {"!file_path": "string", "offset": "number", "limit": "number", "pages": "string"},
+	"Write":        {"!file_path": "string", "!content": "string"},
+	"Edit":         {"!file_path": "string", "!old_string": "string", "!new_string": "string", "replace_all": "bool"},
+	"MultiEdit":    {"!file_path": "string", "!edits": "array"},
+	"NotebookEdit": {"!notebook_path": "string", "!new_source": "string", "cell_id": "string", "cell_type": "string", "edit_mode": "string"},
+	"WebFetch":     {"!url": "string", "!prompt": "string"},
+	"Glob":         {"!pattern": "string", "path": "string"},
+	"Grep":         {"!pattern": "string"},
+}
+
+// ValidateInput checks a tool input against its schema (types, required
+// fields; Bash's timeout at most 600000 ms). Unknown tools and fields of
+// tools without a schema pass: MCP and other tools have their own.
+func ValidateInput(tool string, input json.RawMessage) error {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return errors.New("input must be a JSON object")
+	}
+	schema, ok := toolSchemas[tool]
+	if !ok {
+		return nil
+	}
+	for key, kind := range schema {
+		name := strings.TrimPrefix(key, "!")
+		val, present := m[name]
+		if !present {
+			if strings.HasPrefix(key, "!") {
+				return fmt.Errorf("the required parameter `%s` is missing", name)
+			}
+			continue
+		}
+		okKind := false
+		switch kind {
+		case "string":
+			_, okKind = val.(string)
+		case "number":
+			_, okKind = val.(json.Number)
+		case "bool":
+			_, okKind = val.(bool)
+		case "array":
+			_, okKind = val.([]any)
+		}
+		if !okKind {
+			return fmt.Errorf("the parameter `%s` type is expected as `%s`", name, kind)
+		}
+	}
+	if tool == "Bash" {
+		if n, ok := m["timeout"].(json.Number); ok {
+			if f, err := n.Float64(); err != nil || f < 0 || f > 600000 {
+				return errors.New("the parameter `timeout` must be between 0 and 600000 ms")
+			}
+		}
+		if strings.TrimSpace(m["command"].(string)) == "" {
+			return errors.New("the parameter `command` is empty")
+		}
+	}
+	for name := range m {
+		if _, ok := schema[name]; !ok {
+			if _, ok := schema["!"+name]; !ok {
+				return fmt.Errorf("an unexpected parameter `%s` was provided", name)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package pipeline
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// Behavior is what a rule does to a matching call.
+type Behavior string
+
+// The behaviors, in evaluation order.
+const (
+	BehaviorDeny  Behavior = "deny"
+	BehaviorAsk   Behavior = "ask"
+	BehaviorAllow Behavior = "allow"
+)
+
+// Rule is a parsed permission rule: `Tool` or `Tool(specifier)`.
+type Rule struct {
+	Raw      string
+	Tool     string // a name, or a glob for deny/ask ("*", "mcp__*")
+	Spec     string
+	HasSpec  bool
+	Behavior Behavior
+	Src      settings.PermRule
+	// Param is set for a parameter rule Tool(param:value) (deny/ask only).
+	Param, ParamValue string
+	bashRe            *regexp.Regexp
+	bashExact         bool // no wildcard: an exec wrapper may match it
+	pathRule          *pathRule
+	domain            string
+}
+
+// RuleError is a rule that cannot be parsed: it is reported with its file
+// and index, and never treated as allow.
+type RuleError struct {
+	Rule settings.PermRule
+	Msg  string
+}
+
+func (e *RuleError) Error() string {
+	return fmt.Sprintf("%s: rule %q: %s", e.Rule.Where(), e.Rule.Rule, e.Msg)
+}
+
+// toolAliases maps older or alternative names to canonical tool names.
+var toolAliases = map[string]string{"Task": "Agent", "LS": "Read", "MultiEdit": "MultiEdit"}
+
+// KnownTools are the canonical tool names the gate knows.
+var KnownTools = []string{"Bash", "Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep", "WebFetch",
+	"WebSearch", "Agent", "TaskStop", "TodoWrite", "Skill", "AskUserQuestion", "ExitPlanMode", "BashOutput", "KillShell", "Cd", "EndConversation", "Monitor"}
+
+// primaryFields are tool input fields a parameter rule may not name: a rule
+// on them is bypassable (a compound command), so it is ignored.
+var primaryFields = []string{"command", "file_path", "path", "notebook_path", "url"}
+
+// bashParams are Bash's scalar input fields other than command.
+var bashParams = []string{"timeout", "description", "run_in_background", "dangerouslyDisableSandbox"}
+
+// ParseRule parses one rule. A nil rule with a nil error means the rule is
+// accepted but ignored (with warn set), as Claude Code does.
+func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err error) {
+	raw := strings.TrimSpace(pr.Rule)
+	fail := func(msg string) (*Rule, string, error) { return nil, "", &RuleError{pr, msg} }
+	if raw == "" {
+		return fail("empty rule")
+	}
+	r = &Rule{Raw: raw, Behavior: Behavior(pr.Behavior), Src: pr}
+	if i := strings.IndexByte(raw, '('); i >= 0 {
+		if !strings.HasSuffix(raw, ")") {
+			return fail("missing closing parenthesis")
+		}
+		r.Tool, r.Spec, r.HasSpec = raw[:i], raw[i+1:len(raw)-1], true
+	} else {
+		r.Tool = raw
+	}
+	if r.Tool == "" || strings.ContainsAny(r.Tool, " ()") {
+		return fail("bad tool name")
+	}
+	if canon, ok := toolAliases[r.Tool]; ok {
+		r.Tool = canon
+	}
+	if strings.Contains(r.Tool, "*") {
+		if r.Behavior == BehaviorAllow {
+			// An allow glob is honoured only after a literal mcp__<server>__.
+			prefix, _, _ := strings.Cut(r.Tool, "*")
+			if !strings.HasPrefix(prefix, "mcp__") || strings.Count(prefix, "__") < 2 {
+				return nil, fmt.Sprintf("%s: unanchored allow glob %q is skipped and approves nothing", pr.Where(), raw), nil
+			}
+		}
+		if r.HasSpec {
+			return fail("a tool-name glob takes no specifier")
+		}
+		return r, "", nil
+	}
+	if strings.HasPrefix(r.Tool, "mcp__") && r.HasSpec {
+		return nil, fmt.Sprintf("%s: MCP rule %q with parentheses is skipped", pr.Where(), raw), nil
+	}
+	if !r.HasSpec || r.Spec == "*" && r.Tool == "Bash" {
+		r.HasSpec, r.Spec = false, ""
+		return r, "", nil
+	}
+	// Parameter rules: Tool(param:value), deny and ask only.
+	if name, value, ok := strings.Cut(r.Spec, ":"); ok && isIdent(strings.TrimSpace(name)) {
+		name = strings.TrimSpace(name)
+		if slices.Contains(primaryFields, name) {
+			return nil, fmt.Sprintf("%s: %q names the tool's primary field %s and is ignored (a compound command would bypass it)", pr.Where(), raw, name), nil
+		}
+		if r.Tool != "Bash" || slices.Contains(bashParams, name) {
+			if r.Tool == "WebFetch" && name == "domain" {
+				// WebFetch(domain:…) is the tool's own specifier.
+			} else {
+				if r.Behavior == BehaviorAllow {
+					return nil, fmt.Sprintf("%s: parameter rule %q is for deny and ask only, skipped", pr.Where(), raw), nil
+				}
+				r.Param, r.ParamValue = name, strings.TrimSpace(value)
+				return r, "", nil
+			}
+		}
+	}
+	switch r.Tool {
+	case "Bash":
+		r.bashRe, r.bashExact = bashPattern(r.Spec)
+	case "Read", "Edit":
+		pr2, err := parsePathRule(r.Spec, pr, home, r.Behavior)
+		if err != nil {
+			return fail(err.Error())
+		}
+		r.pathRule = pr2
+	case "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep":
+		return nil, fmt.Sprintf("%s: %q is accepted but never consulted (use Edit(path) or Read(path))", pr.Where(), raw), nil
+	case "WebFetch":
+		d, ok := strings.CutPrefix(r.Spec, "domain:")
+		if !ok {
+			return fail("WebFetch rules take domain:HOST")
+		}
+		d = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(d), "."))
+		if d == "*" {
+			r.HasSpec, r.Spec = false, ""
+		}
+		r.domain = d
+	}
+	return r, "", nil
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// bashPattern compiles a Bash specifier: `*` matches any text (spaces
+// too); a trailing ` *` or `:*` that is the only wildcard also matches the
+// bare command; without `*` the match is exact.
+func bashPattern(spec string) (*regexp.Regexp, bool) {
+	if strings.HasSuffix(spec, ":*") {
+		spec = strings.TrimSuffix(spec, ":*") + " *"
+	}
+	if !strings.Contains(spec, "*") {
+		return regexp.MustCompile("^" + regexp.QuoteMeta(spec) + "$"), true
+	}
+	if strings.Count(spec, "*") == 1 && strings.HasSuffix(spec, " *") {
+		prefix := strings.TrimSuffix(spec, " *")
+		return regexp.MustCompile("^" + regexp.QuoteMeta(prefix) + "(?: .*)?$"), false
+	}
+	parts := strings.Split(spec, "*")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile("(?s)^" + strings.Join(parts, ".*") + "$"), false
+}
+
+// MatchTool reports whether a rule names a tool (exactly, by glob, or as an
+// MCP server prefix).
+func (r *Rule) MatchTool(tool string) bool {
+	if canon, ok := toolAliases[tool]; ok {
+		tool = canon
+	}
+	if strings.Contains(r.Tool, "*") {
+		ok, _ := path.Match(r.Tool, tool)
+		return ok || r.Tool == "*"
+	}
+	if r.Tool == tool {
+		return true
+	}
+	// mcp__server matches every tool of that server.
+	if strings.HasPrefix(r.Tool, "mcp__") && strings.Count(r.Tool, "__") == 1 && strings.HasPrefix(tool, r.Tool+"__") {
+		return true
+	}
+	// Edit rules cover every file-editing tool.
+	if r.Tool == "Edit" && (tool == "Write" || tool == "MultiEdit" || tool == "NotebookEdit") {
+		return true
+	}
+	return false
+}
+
+// RemovesTool reports whether a deny rule removes the tool altogether (a
+// bare name or glob).
+func (r *Rule) RemovesTool(tool string) bool {
+	return r.Behavior == BehaviorDeny && !r.HasSpec && r.Param == "" && r.MatchTool(tool)
+}

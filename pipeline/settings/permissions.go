@@ -1,0 +1,260 @@
+package settings
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// PermRule is one permission rule as written in a settings file.
+type PermRule struct {
+	Rule     string
+	Behavior string // "allow", "ask" or "deny"
+	File     *File
+	Index    int // position in its list
+	Pos      Pos
+}
+
+// Where names the rule's file, list and index, for errors and `sbx check`.
+func (r PermRule) Where() string {
+	if r.File == nil {
+		return "permissions." + r.Behavior
+	}
+	return fmt.Sprintf("%s:%s (permissions.%s[%d])", r.File.Path, r.Pos, r.Behavior, r.Index)
+}
+
+// HookHandler is one hook command.
+type HookHandler struct {
+	Type    string
+	Command string
+	Args    []string
+	If      string
+	Timeout float64 // seconds; 0 means the default
+	File    *File
+}
+
+// HookGroup is one matcher group of one event.
+type HookGroup struct {
+	Event    string
+	Matcher  string
+	Handlers []HookHandler
+	File     *File
+}
+
+// Permissions holds what the permission gate reads from settings.
+type Permissions struct {
+	Rules                 []PermRule
+	DefaultMode           String
+	AdditionalDirectories []Entry
+	DisableBypassMode     bool // permissions.disableBypassPermissionsMode = "disable"
+	Hooks                 []HookGroup
+	DisableAllHooks       Bool
+	// Sandbox keys the gate uses.
+	AutoAllowBashIfSandboxed Bool
+	ExcludedCommands         []Entry
+	// HooksFailClosed is the sbx extension sbx.hooks.failClosed.
+	HooksFailClosed Bool
+}
+
+// permEvents are the hook events the gate runs.
+var permEvents = []string{"PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure"}
+
+// validatePermissions checks the types of the permissions and hooks
+// objects; an unparseable rule list is an error, never ignored.
+func validatePermissions(f *File) error {
+	if p := lookup(f.Root, "permissions"); p != nil {
+		for _, k := range p.Keys {
+			v := p.Fields[k]
+			key := "permissions." + k
+			switch k {
+			case "allow", "ask", "deny", "additionalDirectories":
+				if v.Kind != KindArray {
+					return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected array of strings, got " + v.Kind.String()}
+				}
+				for i, e := range v.Elems {
+					if e.Kind != KindString {
+						return &Error{File: f.Path, Pos: e.Pos, Key: fmt.Sprintf("%s[%d]", key, i), Msg: "expected string, got " + e.Kind.String()}
+					}
+				}
+			case "defaultMode", "disableBypassPermissionsMode", "disableAutoMode":
+				if v.Kind != KindString {
+					return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected string, got " + v.Kind.String()}
+				}
+			}
+		}
+	}
+	h := lookup(f.Root, "hooks")
+	if h == nil {
+		return nil
+	}
+	for _, ev := range h.Keys {
+		groups := h.Fields[ev]
+		if groups.Kind != KindArray {
+			return &Error{File: f.Path, Pos: groups.Pos, Key: "hooks." + ev, Msg: "expected array of matcher groups"}
+		}
+		for gi, g := range groups.Elems {
+			key := fmt.Sprintf("hooks.%s[%d]", ev, gi)
+			if g.Kind != KindObject {
+				return &Error{File: f.Path, Pos: g.Pos, Key: key, Msg: "expected object"}
+			}
+			if m := g.Fields["matcher"]; m != nil && m.Kind != KindString {
+				return &Error{File: f.Path, Pos: m.Pos, Key: key + ".matcher", Msg: "expected string"}
+			}
+			hs := g.Fields["hooks"]
+			if hs == nil || hs.Kind != KindArray {
+				return &Error{File: f.Path, Pos: g.Pos, Key: key + ".hooks", Msg: "expected array of hook handlers"}
+			}
+			for hi, hh := range hs.Elems {
+				hkey := fmt.Sprintf("%s.hooks[%d]", key, hi)
+				if hh.Kind != KindObject {
+					return &Error{File: f.Path, Pos: hh.Pos, Key: hkey, Msg: "expected object"}
+				}
+				for _, sk := range []string{"type", "command", "if"} {
+					if v := hh.Fields[sk]; v != nil && v.Kind != KindString {
+						return &Error{File: f.Path, Pos: v.Pos, Key: hkey + "." + sk, Msg: "expected string"}
+					}
+				}
+				if v := hh.Fields["timeout"]; v != nil && v.Kind != KindNumber {
+					return &Error{File: f.Path, Pos: v.Pos, Key: hkey + ".timeout", Msg: "expected number (seconds)"}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// applyPermissions merges one file's permissions and hooks.
+func (s *Settings) applyPermissions(f *File) {
+	p := &s.Perm
+	untrusted := f.Level.IsProject() && !s.Trusted
+	if perm := lookup(f.Root, "permissions"); perm != nil {
+		for _, behavior := range []string{"deny", "ask", "allow"} {
+			list := perm.Fields[behavior]
+			if list == nil {
+				continue
+			}
+			if behavior == "allow" && untrusted && len(list.Elems) > 0 {
+				s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: list.Pos, Key: "permissions.allow",
+					Msg: "allow rules from an untrusted project file are not used (trust the project with --trust-project)"})
+				continue
+			}
+			for i, e := range list.Elems {
+				p.Rules = append(p.Rules, PermRule{Rule: e.Str, Behavior: behavior, File: f, Index: i, Pos: e.Pos})
+			}
+		}
+		if v := perm.Fields["defaultMode"]; v != nil {
+			if untrusted && v.Str == "bypassPermissions" || (v.Str == "auto" && f.Level.IsProject()) {
+				s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: "permissions.defaultMode", Msg: v.Str + " is not taken from a project file, ignored"})
+			} else {
+				p.DefaultMode = String{V: v.Str, Set: true, File: f}
+			}
+		}
+		if v := perm.Fields["additionalDirectories"]; v != nil {
+			if untrusted && len(v.Elems) > 0 {
+				s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: v.Pos, Key: "permissions.additionalDirectories", Msg: "not used from an untrusted project file"})
+			} else {
+				for _, e := range v.Elems {
+					p.AdditionalDirectories = append(p.AdditionalDirectories, Entry{Value: e.Str, File: f, Pos: e.Pos})
+				}
+			}
+		}
+		if v := perm.Fields["disableBypassPermissionsMode"]; v != nil && v.Str == "disable" {
+			p.DisableBypassMode = true
+		}
+	}
+	if v := lookup(f.Root, "disableAllHooks"); v != nil && v.Kind == KindBool {
+		p.DisableAllHooks = Bool{V: v.Bool, Set: true, File: f}
+	}
+	if v := lookup(f.Root, "sandbox.autoAllowBashIfSandboxed"); v != nil && v.Kind == KindBool {
+		if !(untrusted && v.Bool) {
+			p.AutoAllowBashIfSandboxed = Bool{V: v.Bool, Set: true, File: f}
+		}
+	}
+	if v := lookup(f.Root, "sandbox.excludedCommands"); v != nil && v.Kind == KindArray && !untrusted {
+		for _, e := range v.Elems {
+			p.ExcludedCommands = append(p.ExcludedCommands, Entry{Value: e.Str, File: f, Pos: e.Pos})
+		}
+	}
+	if v := lookup(f.Root, "sbx.hooks"); v != nil && v.Kind == KindObject {
+		if fc := v.Fields["failClosed"]; fc != nil && fc.Kind == KindBool {
+			p.HooksFailClosed = Bool{V: fc.Bool, Set: true, File: f}
+		}
+	}
+	h := lookup(f.Root, "hooks")
+	if h == nil {
+		return
+	}
+	if untrusted && len(h.Keys) > 0 {
+		// A hook is a command sbx runs on the host, outside the sandbox.
+		s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: h.Pos, Key: "hooks",
+			Msg: "hooks from an untrusted project file are not run (they would run outside the sandbox); trust the project with --trust-project"})
+		return
+	}
+	for _, ev := range h.Keys {
+		if !slices.Contains(permEvents, ev) {
+			continue // other events belong to an agent's UI, not to the gate
+		}
+		for _, g := range h.Fields[ev].Elems {
+			grp := HookGroup{Event: ev, File: f}
+			if m := g.Fields["matcher"]; m != nil {
+				grp.Matcher = m.Str
+			}
+			for _, hh := range g.Fields["hooks"].Elems {
+				hd := HookHandler{File: f, Type: "command"}
+				if v := hh.Fields["type"]; v != nil {
+					hd.Type = v.Str
+				}
+				if v := hh.Fields["command"]; v != nil {
+					hd.Command = v.Str
+				}
+				if v := hh.Fields["if"]; v != nil {
+					hd.If = v.Str
+				}
+				if v := hh.Fields["timeout"]; v != nil {
+					fmt.Sscan(v.Number.String(), &hd.Timeout)
+				}
+				if v := hh.Fields["args"]; v != nil && v.Kind == KindArray {
+					for _, a := range v.Elems {
+						hd.Args = append(hd.Args, a.Str)
+					}
+				}
+				grp.Handlers = append(grp.Handlers, hd)
+			}
+			p.Hooks = append(p.Hooks, grp)
+		}
+	}
+}
+
+// finishPermissions applies the managed-only locks.
+func (s *Settings) finishPermissions() {
+	p := &s.Perm
+	managedOnly := func(key string) bool {
+		for _, f := range s.Files {
+			if f.Level == LevelManaged {
+				if v := lookup(f.Root, key); v != nil && v.Kind == KindBool && v.Bool {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if managedOnly("allowManagedPermissionRulesOnly") {
+		p.Rules = slices.DeleteFunc(p.Rules, func(r PermRule) bool { return r.File.Level != LevelManaged })
+	}
+	if managedOnly("allowManagedHooksOnly") {
+		p.Hooks = slices.DeleteFunc(p.Hooks, func(g HookGroup) bool { return g.File.Level != LevelManaged })
+	}
+	if p.DisableAllHooks.Or(false) && p.DisableAllHooks.File.Level != LevelManaged {
+		// A user or project disableAllHooks cannot disable managed hooks.
+		p.Hooks = slices.DeleteFunc(p.Hooks, func(g HookGroup) bool { return g.File.Level != LevelManaged })
+	} else if p.DisableAllHooks.Or(false) {
+		p.Hooks = nil
+	}
+}
+
+// HasRule reports whether a rule text appears with a behavior (tests).
+func (p *Permissions) HasRule(behavior, rule string) bool {
+	return slices.ContainsFunc(p.Rules, func(r PermRule) bool {
+		return r.Behavior == behavior && strings.TrimSpace(r.Rule) == rule
+	})
+}
