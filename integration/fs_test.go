@@ -199,7 +199,9 @@ func TestPersistenceFiles(t *testing.T) {
 	script.WriteString("echo evil > .git/hooks/pre-commit; echo evil >> .git/config; ")
 	script.WriteString("mkdir -p .config/git; echo evil > .config/git/config; ")
 	script.WriteString("mkdir -p sub && cd sub && git init -q . && echo evil > .git/hooks/post-checkout && git config core.fsmonitor evil; true")
-	r := e.sh(script.String())
+	// bypassPermissions: the gate would (rightly) ask before these writes;
+	// this test is about the sandbox layer.
+	r := e.sh(script.String(), "--mode", "bypassPermissions")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -239,7 +241,7 @@ func TestPersistenceFiles(t *testing.T) {
 func TestExplicitAllowWriteOfProtectedPath(t *testing.T) {
 	e := newEnv(t)
 	e.write(".envrc", "orig")
-	r := e.sh("echo mine > .envrc", "--allow-write", ".envrc")
+	r := e.sh("echo mine > .envrc", "--allow-write", ".envrc", "--mode", "bypassPermissions")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

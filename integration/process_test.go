@@ -204,7 +204,7 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	e.write("file", "x")
 	before := listing(t, e.ws)
 	marker := "14.142" + strconv.Itoa(os.Getpid())
-	cmd := exec.Command(sbxBin, "run", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready > ready.txt; sleep "+marker)
+	cmd := exec.Command(sbxBin, "run", "--mode", "bypassPermissions", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready > ready.txt; sleep "+marker)
 	cmd.Dir, cmd.Env = e.ws, e.environ()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -94,7 +94,9 @@ func TestUnavailableSandboxRunsNothing(t *testing.T) {
 		})
 	}
 	e := newEnv(t)
-	r := e.sh("echo ran > marker", "--settings", `{"sandbox": {"bwrapPath": "/nonexistent/bwrap"}}`, "--unsandboxed")
+	// Unsandboxed, the sandbox's auto-allow does not apply: the command
+	// needs the permission flow's approval (here: bypassPermissions).
+	r := e.sh("echo ran > marker", "--settings", `{"sandbox": {"bwrapPath": "/nonexistent/bwrap"}}`, "--unsandboxed", "--mode", "bypassPermissions")
 	if r.code != 0 {
 		t.Errorf("--unsandboxed: exit %d: %s", r.code, r.stderr)
 	}

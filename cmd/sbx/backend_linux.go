@@ -16,6 +16,9 @@ import (
 
 const initArg = linux.InitArg
 
+// sandboxSupported says this platform has a sandbox backend.
+const sandboxSupported = true
+
 func initMain() int { return linux.Init() }
 
 // closeLeakedFDs marks every descriptor the caller leaked to sbx

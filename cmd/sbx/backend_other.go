@@ -14,6 +14,9 @@ import (
 
 const initArg = "__sbx_init"
 
+// sandboxSupported says this platform has a sandbox backend.
+const sandboxSupported = false
+
 func initMain() int { return exitSbxError }
 
 func closeLeakedFDs() {}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,29 +19,24 @@ import (
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
-	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
 
 type runOpts struct {
-	shell        string
-	settings     []string
-	claude       bool
-	trustProject bool
-	fs           pipeline.FSFlags
-	net          pipeline.NetFlags
-	audit        string
-	timeout      time.Duration
-	unsandboxed  bool
-	printPolicy  bool
+	gateFlags
+	shell       string
+	fs          pipeline.FSFlags
+	net         pipeline.NetFlags
+	audit       string
+	timeout     time.Duration
+	unsandboxed bool
+	printPolicy bool
 }
 
 func runFlags(o *runOpts) *pflag.FlagSet {
 	f := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	f.SetInterspersed(false) // everything after CMD belongs to CMD
 	f.StringVarP(&o.shell, "command", "c", "", "run this shell string with bash (sh when bash is missing)")
-	f.StringArrayVar(&o.settings, "settings", nil, "extra settings `FILE` (or inline JSON), command-line level; repeatable")
-	f.BoolVar(&o.claude, "claude", false, "also read Claude Code's settings files at every level")
-	f.BoolVar(&o.trustProject, "trust-project", false, "honour settings in the workspace that loosen the sandbox")
+	o.gateFlags.register(f)
 	f.StringArrayVar(&o.fs.AllowWrite, "allow-write", nil, "make `PATH` writable; repeatable")
 	f.StringArrayVar(&o.fs.DenyWrite, "deny-write", nil, "keep `PATH` read-only even inside a writable root; repeatable")
 	f.StringArrayVar(&o.fs.DenyRead, "deny-read", nil, "hide `PATH`; repeatable")
@@ -77,27 +73,56 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		return 2, &usageError{"run: no command given"}
 	}
 
-	cwd, err := os.Getwd()
+	// The same gate as a Bash tool call: the command is the shell string,
+	// or the shell-quoted argv.
+	command := o.shell
+	if !f.Changed("command") {
+		var err error
+		if command, err = bashCommand(argv); err != nil {
+			return exitSbxError, err
+		}
+	}
+	interactive := isTerminal(stdin)
+	sess, err := o.gateFlags.open(stderr, interactive)
 	if err != nil {
 		return exitSbxError, err
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return exitSbxError, fmt.Errorf("cannot find the home directory: %w (set HOME)", err)
+	st, cwd, home := sess.st, sess.cwd, sess.home
+	if en := st.Enabled; en.Set && !en.V && !o.unsandboxed {
+		return exitSbxError, fmt.Errorf("sandbox.enabled is false in %s; sbx runs without a sandbox only with --unsandboxed", en.File.Path)
 	}
-	st, err := settings.Load(settings.Options{
-		ProjectDir:   cwd,
-		Home:         home,
-		ConfigHome:   absOrEmpty(os.Getenv("XDG_CONFIG_HOME")),
-		Files:        o.settings,
-		Claude:       o.claude,
-		TrustProject: o.trustProject,
-	})
+	if o.unsandboxed {
+		// Unsandboxed, the sandbox's auto-allow does not apply.
+		sess.gate.SandboxAvailable = false
+	}
+	input, _ := json.Marshal(map[string]string{"command": command})
+	v, err := sess.gate.Decide(context.Background(), &pipeline.Call{ID: "sbx-run", Tool: "Bash", Input: input})
 	if err != nil {
 		return exitSbxError, err
 	}
-	for _, w := range st.Warnings {
-		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
+	if v.Decision == pipeline.DecisionAsk {
+		call := &pipeline.Call{ID: "sbx-run", Tool: "Bash", Input: v.Input}
+		if allow, _ := (&ttyPrompt{}).ask(call, v); allow {
+			v.Decision = pipeline.DecisionAllow
+		} else {
+			v.Decision, v.Reason = pipeline.DecisionDeny, v.Reason+"; refused at the prompt"
+		}
+	}
+	if v.Decision != pipeline.DecisionAllow {
+		where := v.Source
+		if v.Rule != "" {
+			where = v.Rule + " (" + v.Source + ")"
+		}
+		return exitSbxError, fmt.Errorf("denied: %s [%s]; nothing was run", v.Reason, where)
+	}
+	if !bytes.Equal(v.Input, input) {
+		// A hook rewrote the command: run what was decided.
+		var in struct{ Command string }
+		if err := json.Unmarshal(v.Input, &in); err != nil || in.Command == "" {
+			return exitSbxError, errors.New("a hook's updatedInput has no command")
+		}
+		fmt.Fprintf(stderr, "sbx: a hook rewrote the command to: %s\n", in.Command)
+		argv = []string{shellPath(), "-c", in.Command}
 	}
 	pol, err := fsrules.Compile(pipeline.FSInput(st, o.fs, cwd), fsrules.Host{Home: home})
 	if err != nil {
@@ -106,7 +131,6 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	for _, w := range pol.Warnings {
 		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
 	}
-	interactive := isTerminal(stdin)
 	netPol, err := pipeline.NetInput(st, o.net, interactive)
 	if err != nil {
 		return exitSbxError, err
@@ -134,9 +158,6 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if o.unsandboxed {
 		fmt.Fprintln(stderr, "sbx: warning: --unsandboxed: running WITHOUT a sandbox")
 		return runUnsandboxed(ctx, argv, env, cwd, o.timeout, stdin, stdout, stderr)
-	}
-	if en := st.Enabled; en.Set && !en.V {
-		return exitSbxError, fmt.Errorf("sandbox.enabled is false in %s; sbx runs without a sandbox only with --unsandboxed", en.File.Path)
 	}
 
 	b := newBackend(st.BwrapPath.V, pipeline.StateDir(os.Getenv, home))

@@ -36,6 +36,9 @@ const usage = `sbx: run untrusted commands in an OS-level sandbox
 Usage:
   sbx run [flags] -- CMD [ARGS...]   run a command in the sandbox
   sbx run [flags] -c 'SHELL STRING'  run a shell string with bash (or sh)
+  sbx check --tool NAME --input JSON  the permission decision only, with the rule and its source
+  sbx tool < tool_use.json           one tool_use in, one tool_result out (Bash, sandboxed)
+  sbx serve                          JSON Lines: tool_use per line in, tool_result per line out
   sbx doctor [--json] [--clean]      what this host supports, and why not
   sbx version
 
@@ -56,6 +59,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdRun(args[1:], stdin, stdout, stderr)
 	case "doctor":
 		code, err = cmdDoctor(args[1:], stdout, stderr)
+	case "check":
+		code, err = cmdCheck(args[1:], stdout, stderr)
+	case "tool":
+		code, err = cmdTool(args[1:], stdin, stdout, stderr)
+	case "serve":
+		code, err = cmdServe(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "sbx", version)
 		return 0

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
+	var gf gateFlags
+	f := pflag.NewFlagSet("check", pflag.ContinueOnError)
+	f.SetOutput(stderr)
+	gf.register(f)
+	tool := f.String("tool", "", "tool `NAME` (Bash, Read, Edit, Write, WebFetch, mcp__server__tool …)")
+	input := f.String("input", "{}", "tool input as `JSON`")
+	asJSON := f.Bool("json", false, "print one JSON object: decision, reason, rule, source, level, trail")
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, nil
+		}
+		return 2, &usageError{err.Error()}
+	}
+	if *tool == "" {
+		return 2, &usageError{"check: --tool is required"}
+	}
+	s, err := gf.open(stderr, hasTTY())
+	if err != nil {
+		return exitSbxError, err
+	}
+	v, err := s.gate.Decide(context.Background(), &pipeline.Call{ID: "check", Tool: *tool, Input: json.RawMessage(*input)})
+	if err != nil {
+		return exitSbxError, err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return exitSbxError, err
+		}
+	} else {
+		fmt.Fprintf(stdout, "%s: %s\n", v.Decision, v.Reason)
+		if v.Rule != "" {
+			fmt.Fprintf(stdout, "  rule:   %s\n", v.Rule)
+		}
+		if v.Source != "" {
+			fmt.Fprintf(stdout, "  source: %s\n", v.Source)
+		}
+		if v.Level != "" {
+			fmt.Fprintf(stdout, "  level:  %s\n", v.Level)
+		}
+		for _, t := range v.Trail {
+			fmt.Fprintf(stdout, "  - %s\n", t)
+		}
+	}
+	return 0, nil
+}

@@ -1,0 +1,135 @@
+//go:build linux
+
+package integration
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func (e *env) tool(stdin string, args ...string) result {
+	e.t.Helper()
+	return e.sbxIn(strings.NewReader(stdin), append([]string{"tool"}, args...)...)
+}
+
+// TestToolResultsGolden runs sbx tool on every path, success and failure,
+// and checks the tool_result (with the caller's id) against golden files.
+func TestToolResultsGolden(t *testing.T) {
+	e := newEnv(t)
+	hook := filepath.Join(e.home, "block.sh")
+	os.WriteFile(hook, []byte("#!/bin/sh\ncat >/dev/null\necho 'publishing is blocked' >&2\nexit 2\n"), 0o755)
+	e.write(".sbx/settings.json", `{"permissions": {"deny": ["Bash(rm -rf *)"], "ask": ["Bash(git push *)"]},
+		"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "`+hook+`", "if": "Bash(npm publish *)"}]}]}}`)
+	tests := []struct{ name, in string }{
+		{"success", `{"type":"tool_use","id":"toolu_ok","name":"Bash","input":{"command":"echo hello; echo err >&2"}}`},
+		{"exit-code", `{"type":"tool_use","id":"toolu_exit","name":"Bash","input":{"command":"echo out; exit 3"}}`},
+		{"unknown-tool", `{"type":"tool_use","id":"toolu_unknown","name":"Frobnicate","input":{}}`},
+		{"bad-json", `{"type":"tool_use","id":"toolu_badjson","name":"Bash","input":`},
+		{"schema-missing", `{"type":"tool_use","id":"toolu_schema","name":"Bash","input":{"description":"x"}}`},
+		{"schema-type", `{"type":"tool_use","id":"toolu_type","name":"Bash","input":{"command":42}}`},
+		{"schema-timeout", `{"type":"tool_use","id":"toolu_timeout_big","name":"Bash","input":{"command":"true","timeout":900000}}`},
+		{"deny-rule", `{"type":"tool_use","id":"toolu_deny","name":"Bash","input":{"command":"ls && rm -rf build"}}`},
+		{"ask-no-prompt", `{"type":"tool_use","id":"toolu_ask","name":"Bash","input":{"command":"git push origin main"}}`},
+		{"hook-block", `{"type":"tool_use","id":"toolu_hook","name":"Bash","input":{"command":"npm publish --tag x"}}`},
+		{"timeout", `{"type":"tool_use","id":"toolu_slow","name":"Bash","input":{"command":"sleep 30","timeout":300}}`},
+		{"sandboxed-write-denied", `{"type":"tool_use","id":"toolu_write","name":"Bash","input":{"command":"echo x > /etc/sbx-tool-probe"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.tool(tt.in, "--trust-project", "--non-interactive")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			var res map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+				t.Fatalf("stdout is not one JSON object: %q", r.stdout)
+			}
+			var in map[string]any
+			if json.Unmarshal([]byte(tt.in), &in) == nil && res["tool_use_id"] != in["id"] {
+				t.Errorf("tool_use_id %v, want %v", res["tool_use_id"], in["id"])
+			}
+			got := strings.ReplaceAll(r.stdout, e.ws, "$WS")
+			golden := filepath.Join("testdata", "tool", tt.name+".golden")
+			if *update {
+				os.WriteFile(golden, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("tool_result (-want +got):\n%s", diff)
+			}
+		})
+	}
+	assertAbsent(t, "/etc/sbx-tool-probe")
+}
+
+func TestServeJSONLines(t *testing.T) {
+	e := newEnv(t)
+	in := `{"type":"tool_use","id":"a","name":"Bash","input":{"command":"echo one"}}
+not json
+{"type":"tool_use","id":"c","name":"Bash","input":{"command":"echo three"}}
+`
+	r := e.sbxIn(strings.NewReader(in), "serve", "--non-interactive")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d result lines, want 3: %q (stderr %s)", len(lines), r.stdout, r.stderr)
+	}
+	for i, want := range []string{`"tool_use_id":"a","content":"one\n"`, `"is_error":true`, `"tool_use_id":"c","content":"three\n"`} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d = %s, want %s", i, lines[i], want)
+		}
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	e := newEnv(t)
+	e.write(".sbx/settings.json", `{"permissions": {"deny": ["Read(./.env)"], "allow": ["Bash(npm test *)"]}}`)
+	tests := []struct {
+		args                       []string
+		decision, rule, sourcePart string
+	}{
+		{[]string{"--tool", "Bash", "--input", `{"command":"cat .env"}`}, "deny", "Read(./.env)", ".sbx/settings.json"},
+		{[]string{"--tool", "Read", "--input", `{"file_path":"` + e.ws + `/src/a.go"}`}, "allow", "", "mode: default"},
+		{[]string{"--tool", "Bash", "--input", `{"command":"npm test --ci"}`, "--settings", `{"sandbox": {"enabled": false}}`, "--trust-project"}, "allow", "Bash(npm test *)", ".sbx/settings.json"},
+		{[]string{"--tool", "Bash", "--input", `{"command":"make"}`, "--settings", `{"sandbox": {"enabled": false}}`, "--non-interactive"}, "deny", "", "mode: default"},
+		{[]string{"--tool", "WebFetch", "--input", `{"url":"https://example.com","prompt":"x"}`, "--mode", "dontAsk"}, "deny", "", "mode: dontAsk"},
+	}
+	for _, tt := range tests {
+		r := e.sbx(append([]string{"check", "--json"}, tt.args...)...)
+		var v struct {
+			Decision, Reason, Rule, Source string
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+			t.Fatalf("check %v: %q %s", tt.args, r.stdout, r.stderr)
+		}
+		if v.Decision != tt.decision || v.Rule != tt.rule || !strings.Contains(v.Source, tt.sourcePart) || v.Reason == "" {
+			t.Errorf("check %v = %+v, want %s %q from %s", tt.args, v, tt.decision, tt.rule, tt.sourcePart)
+		}
+	}
+}
+
+func TestRunGoesThroughTheGate(t *testing.T) {
+	e := newEnv(t)
+	e.write(".sbx/settings.json", `{"permissions": {"deny": ["Bash(touch *)"]}}`)
+	r := e.sbx("run", "--", "touch", "marker")
+	if r.code != 125 || !strings.Contains(r.stderr, "Bash(touch *)") {
+		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	}
+	assertAbsent(t, e.path("marker"))
+	// A compound hiding the denied command is denied too.
+	r = e.sh("true && (echo x | touch marker)")
+	if r.code != 125 {
+		t.Errorf("compound: exit %d", r.code)
+	}
+	assertAbsent(t, e.path("marker"))
+}

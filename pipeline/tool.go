@@ -1,0 +1,366 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// ToolUse is a tool call as the Messages API sends it.
+type ToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ToolResult is the answer, paired with the call by ToolUseID on every
+// path, errors included.
+type ToolResult struct {
+	Type      string `json:"type"`
+	ToolUseID string `json:"tool_use_id"`
+	Content   string `json:"content"`
+	IsError   bool   `json:"is_error,omitempty"`
+	// Output is the structured Bash output (for --output structured); not
+	// part of the tool_result.
+	Output *BashOutput `json:"-"`
+}
+
+// BashOutput is the Bash tool's structured output.
+type BashOutput struct {
+	Stdout          string   `json:"stdout"`
+	Stderr          string   `json:"stderr"`
+	ExitCode        int      `json:"exitCode"`
+	Interrupted     bool     `json:"interrupted"`
+	TimedOutAfterMs int64    `json:"timedOutAfterMs,omitempty"`
+	Sandboxed       bool     `json:"sandboxed"`
+	Verdict         *Verdict `json:"decision,omitempty"`
+}
+
+// Output limits, as Claude Code's Bash tool.
+const (
+	DefaultBashTimeout = 2 * time.Minute
+	MaxBashTimeout     = 10 * time.Minute
+	MaxOutputChars     = 30000
+)
+
+// Prompter asks a person about a call; nil means no one can be asked.
+type Prompter func(call *Call, v *Verdict) (allow, forSession bool)
+
+// Runner is the whole pipeline for one session: lookup, schema, the gate,
+// the sandboxed spawn, PostToolUse hooks and the tool_result.
+type Runner struct {
+	Gate     *Gate
+	Settings *settings.Settings
+	Executor Executor
+	// FS and Net are the sandbox policy for Bash calls.
+	FS  *fsrules.Policy
+	Net *NetPolicy
+	Env []string
+	// Prompt answers an "ask"; nil leaves it denied (a session that cannot
+	// prompt was already resolved by the gate).
+	Prompt Prompter
+
+	mu       sync.Mutex
+	approved []string // commands approved for the session
+}
+
+var idPattern = regexp.MustCompile(`"id"\s*:\s*"([A-Za-z0-9_\-]{1,200})"`)
+
+// executable are the tools sbx runs itself.
+var executable = []string{"Bash"}
+
+func errResult(id, msg string) *ToolResult {
+	return &ToolResult{Type: "tool_result", ToolUseID: id, Content: msg, IsError: true}
+}
+
+// Handle runs one tool_use given as JSON and always returns a tool_result
+// with the caller's id (empty when the id itself could not be read).
+func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
+	var tu ToolUse
+	if err := json.Unmarshal(raw, &tu); err != nil {
+		// Pair the error with the id if it can be read at all.
+		id := ""
+		if m := idPattern.FindSubmatch(raw); m != nil {
+			id = string(m[1])
+		}
+		return errResult(id, "Error: the tool_use is not valid JSON: "+err.Error())
+	}
+	if tu.Type != "" && tu.Type != "tool_use" {
+		return errResult(tu.ID, fmt.Sprintf("Error: expected a tool_use block, got %q", tu.Type))
+	}
+	return r.Call(ctx, &tu)
+}
+
+// Call runs one tool use.
+func (r *Runner) Call(ctx context.Context, tu *ToolUse) *ToolResult {
+	name := tu.Name
+	if canon, ok := toolAliases[name]; ok {
+		name = canon
+	}
+	known := false
+	for _, t := range executable {
+		known = known || t == name
+	}
+	if !known {
+		return errResult(tu.ID, fmt.Sprintf("Error: No such tool available: %s", tu.Name))
+	}
+	if len(tu.Input) == 0 {
+		tu.Input = json.RawMessage("{}")
+	}
+	if err := ValidateInput(name, tu.Input); err != nil {
+		return errResult(tu.ID, "InputValidationError: "+err.Error())
+	}
+	call := &Call{ID: tu.ID, Tool: name, Input: tu.Input}
+	if err := call.parse(); err != nil {
+		return errResult(tu.ID, "InputValidationError: "+err.Error())
+	}
+	if b, _ := call.m["run_in_background"].(bool); b {
+		return errResult(tu.ID, "InputValidationError: run_in_background is not supported by sbx: run the command in the foreground")
+	}
+	v, err := r.Gate.Decide(ctx, call)
+	if err != nil {
+		return errResult(tu.ID, "Error: "+err.Error())
+	}
+	if v.Decision == DecisionAsk {
+		if r.sessionApproved(call) {
+			v.Decision, v.Reason, v.Source = DecisionAllow, "approved earlier in this session", "session"
+		} else if r.Prompt != nil {
+			allow, session := r.Prompt(call, v)
+			if allow {
+				v.Decision, v.Reason, v.Source = DecisionAllow, "approved at the prompt", "prompt"
+				if session {
+					r.approve(call)
+				}
+			} else {
+				v.Decision, v.Reason = DecisionDeny, "refused at the prompt"
+			}
+		} else {
+			v.Decision, v.Reason = DecisionDeny, v.Reason+"; no one was asked"
+		}
+	}
+	if v.Decision != DecisionAllow {
+		res := errResult(tu.ID, fmt.Sprintf("Permission to use %s has been denied. %s", name, v.Reason))
+		res.Output = &BashOutput{Verdict: v}
+		return res
+	}
+	// Run the input as decided (hooks may have rewritten it).
+	call.Input = v.Input
+	if err := call.parse(); err != nil {
+		return errResult(tu.ID, "Error: "+err.Error())
+	}
+	return r.runBash(ctx, call, v)
+}
+
+func (r *Runner) sessionApproved(call *Call) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.approved {
+		if a == call.command() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Runner) approve(call *Call) {
+	r.mu.Lock()
+	r.approved = append(r.approved, call.command())
+	r.mu.Unlock()
+}
+
+func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResult {
+	timeout := DefaultBashTimeout
+	if n, ok := call.m["timeout"].(json.Number); ok {
+		if ms, err := n.Float64(); err == nil && ms > 0 {
+			timeout = min(time.Duration(ms)*time.Millisecond, MaxBashTimeout)
+		}
+	}
+	shell := "/bin/bash"
+	if _, err := os.Stat(shell); err != nil {
+		shell = "/bin/sh"
+	}
+	var stdout, stderr capBuffer
+	stdout.max, stderr.max = 4*MaxOutputChars, 4*MaxOutputChars
+	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout}
+	if !v.Sandboxed {
+		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
+	}
+	start := time.Now()
+	res, err := r.Executor.Run(ctx, spec, Stdio{Stdout: &stdout, Stderr: &stderr})
+	out := &BashOutput{Stdout: stdout.String(), Stderr: stderr.String(), Sandboxed: true, Verdict: v}
+	if err != nil {
+		msg := "Error: the sandbox could not run the command: " + err.Error()
+		if errors.Is(err, ErrUnavailable) {
+			msg += " (nothing was run; sbx doctor explains)"
+		}
+		r.postHooks(ctx, "PostToolUseFailure", call, out, msg, time.Since(start))
+		tr := errResult(call.ID, msg)
+		tr.Output = out
+		return tr
+	}
+	out.ExitCode = res.ExitCode
+	if res.TimedOut {
+		out.Interrupted, out.TimedOutAfterMs = true, timeout.Milliseconds()
+	}
+	content := combine(out.Stdout, out.Stderr)
+	isErr := out.ExitCode != 0 || res.TimedOut
+	switch {
+	case res.TimedOut:
+		content = fmt.Sprintf("Command timed out after %s\n%s", timeout, content)
+	case out.ExitCode != 0:
+		content = fmt.Sprintf("Exit code %d\n%s", out.ExitCode, content)
+	}
+	if len(res.Quarantined) > 0 {
+		content += fmt.Sprintf("\n[sbx: protected files created by the command were moved out of the workspace: %s]", strings.Join(res.Quarantined, ", "))
+	}
+	event := "PostToolUse"
+	if isErr {
+		event = "PostToolUseFailure"
+	}
+	if extra := r.postHooks(ctx, event, call, out, firstLine(content), time.Since(start)); extra != "" {
+		content += "\n" + extra
+	}
+	tr := &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(content, MaxOutputChars), IsError: isErr, Output: out}
+	return tr
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// postHooks runs PostToolUse or PostToolUseFailure hooks and returns text
+// to add to the result (a block reason, exit-2 stderr). An updatedToolOutput
+// that does not match the Bash output schema is ignored with a warning.
+func (r *Runner) postHooks(ctx context.Context, event string, call *Call, out *BashOutput, errText string, d time.Duration) string {
+	resp, _ := json.Marshal(map[string]any{"stdout": out.Stdout, "stderr": out.Stderr, "interrupted": out.Interrupted, "isImage": false})
+	var extra []string
+	g := r.Gate
+	run := g.HookRunner
+	if run == nil {
+		run = RunCommandHook
+	}
+	for _, grp := range g.settings.Perm.Hooks {
+		if grp.Event != event || !MatchHookMatcher(grp.Matcher, call.Tool) {
+			continue
+		}
+		for _, h := range grp.Handlers {
+			if h.Type != "command" {
+				continue
+			}
+			in := hookInput{SessionID: g.SessionID, Cwd: g.Cwd, PermissionMode: string(g.Mode), HookEventName: event,
+				ToolName: call.Tool, ToolInput: call.Input, ToolUseID: call.ID, DurationMs: d.Milliseconds()}
+			if event == "PostToolUse" {
+				in.ToolResponse = resp
+			} else {
+				in.Error = errText
+			}
+			data, _ := json.Marshal(in)
+			hr := run(ctx, h, data, append(os.Environ(), "CLAUDE_PROJECT_DIR="+g.Cwd), g.Cwd)
+			if hr.ExitCode == 2 {
+				extra = append(extra, strings.TrimSpace(string(hr.Stderr)))
+				continue
+			}
+			var o struct {
+				Decision           string `json:"decision"`
+				Reason             string `json:"reason"`
+				HookSpecificOutput *struct {
+					AdditionalContext string          `json:"additionalContext"`
+					UpdatedToolOutput json.RawMessage `json:"updatedToolOutput"`
+				} `json:"hookSpecificOutput"`
+			}
+			if json.Unmarshal(bytes.TrimSpace(hr.Stdout), &o) != nil {
+				continue
+			}
+			if o.Decision == "block" && o.Reason != "" {
+				extra = append(extra, o.Reason)
+			}
+			if hs := o.HookSpecificOutput; hs != nil {
+				if hs.AdditionalContext != "" {
+					extra = append(extra, hs.AdditionalContext)
+				}
+				if len(hs.UpdatedToolOutput) > 0 {
+					var upd struct {
+						Stdout      *string `json:"stdout"`
+						Stderr      *string `json:"stderr"`
+						Interrupted *bool   `json:"interrupted"`
+					}
+					dec := json.NewDecoder(bytes.NewReader(hs.UpdatedToolOutput))
+					dec.DisallowUnknownFields()
+					if dec.Decode(&upd) == nil && upd.Stdout != nil && upd.Stderr != nil {
+						out.Stdout, out.Stderr = *upd.Stdout, *upd.Stderr
+					} else {
+						extra = append(extra, "[sbx: a PostToolUse hook's updatedToolOutput does not match the Bash output schema and was ignored]")
+					}
+				}
+			}
+		}
+	}
+	return strings.Join(extra, "\n")
+}
+
+// combine puts stdout and stderr together the way the model reads them.
+func combine(stdout, stderr string) string {
+	switch {
+	case stderr == "":
+		return stdout
+	case stdout == "":
+		return stderr
+	}
+	return strings.TrimRight(stdout, "\n") + "\n" + stderr
+}
+
+// capOutput cuts the middle of s to at most max characters, with a note
+// saying how much was cut.
+func capOutput(s string, max int) string {
+	n := utf8.RuneCountInString(s)
+	if n <= max {
+		return s
+	}
+	r := []rune(s)
+	keep := max / 2
+	cut := n - 2*keep
+	return string(r[:keep]) + fmt.Sprintf("\n\n... [%d characters cut] ...\n\n", cut) + string(r[n-keep:])
+}
+
+// capBuffer keeps at most max bytes of a stream and counts the rest.
+type capBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	max     int
+	dropped int
+}
+
+func (b *capBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - b.buf.Len()
+	if room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	if len(p) > room {
+		b.dropped += len(p) - max(room, 0)
+	}
+	return len(p), nil
+}
+
+func (b *capBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped > 0 {
+		return b.buf.String() + fmt.Sprintf("\n[sbx: %d more bytes of output were discarded]", b.dropped)
+	}
+	return b.buf.String()
+}
