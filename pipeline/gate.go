@@ -430,7 +430,7 @@ func (g *Gate) ruleMatchesAny(r *Rule, call *Call, pc *ParsedCommand) bool {
 			return r.bashRe.MatchString(strings.TrimSpace(call.command()))
 		}
 		for _, sc := range pc.Commands {
-			if sc.Text != "" && r.bashRe.MatchString(sc.Text) {
+			if sc.Text != "" && r.matchBash(sc.Text) {
 				return true
 			}
 		}

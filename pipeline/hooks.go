@@ -261,8 +261,13 @@ func (g *Gate) combineHook(out *hookOutcome, event, src string, r HookResult, la
 		}
 		reason := strings.TrimSpace(string(r.Stderr))
 		var o hookOutput
-		if json.Unmarshal(bytes.TrimSpace(r.Stdout), &o) == nil && o.HookSpecificOutput != nil && o.HookSpecificOutput.PermissionDecisionReason != "" {
-			reason = o.HookSpecificOutput.PermissionDecisionReason
+		// A JSON blocking reason (a deny's) wins over stderr.
+		if json.Unmarshal(bytes.TrimSpace(r.Stdout), &o) == nil {
+			if hs := o.HookSpecificOutput; hs != nil && hs.PermissionDecision == "deny" && hs.PermissionDecisionReason != "" {
+				reason = hs.PermissionDecisionReason
+			} else if o.Decision == "block" && o.Reason != "" {
+				reason = o.Reason
+			}
 		}
 		if reason == "" {
 			reason = "blocked by hook"

@@ -115,7 +115,7 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 				if r.bashRe == nil || (sc.ExecWrapper && !r.bashExact) {
 					continue
 				}
-				if r.bashRe.MatchString(sc.AllowText) {
+				if r.matchBash(sc.AllowText) {
 					covered, last = true, r
 					break
 				}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
@@ -31,7 +32,8 @@ type Rule struct {
 	// Param is set for a parameter rule Tool(param:value) (deny/ask only).
 	Param, ParamValue string
 	bashRe            *regexp.Regexp
-	bashExact         bool // no wildcard: an exec wrapper may match it
+	bashPrefix        string // literal text before the first *: a cheap reject
+	bashExact         bool   // no wildcard: an exec wrapper may match it
 	pathRule          *pathRule
 	domain            string
 }
@@ -68,6 +70,9 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 	fail := func(msg string) (*Rule, string, error) { return nil, "", &RuleError{pr, msg} }
 	if raw == "" {
 		return fail("empty rule")
+	}
+	if !utf8.ValidString(raw) {
+		return fail("not valid UTF-8")
 	}
 	r = &Rule{Raw: raw, Behavior: Behavior(pr.Behavior), Src: pr}
 	if i := strings.IndexByte(raw, '('); i >= 0 {
@@ -125,6 +130,8 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 	switch r.Tool {
 	case "Bash":
 		r.bashRe, r.bashExact = bashPattern(r.Spec)
+		r.bashPrefix, _, _ = strings.Cut(strings.TrimSuffix(r.Spec, ":*"), "*")
+		r.bashPrefix = strings.TrimSuffix(r.bashPrefix, " ")
 	case "Read", "Edit":
 		pr2, err := parsePathRule(r.Spec, pr, home, r.Behavior)
 		if err != nil {
@@ -178,6 +185,11 @@ func bashPattern(spec string) (*regexp.Regexp, bool) {
 		parts[i] = regexp.QuoteMeta(p)
 	}
 	return regexp.MustCompile("(?s)^" + strings.Join(parts, ".*") + "$"), false
+}
+
+// matchBash matches a command text against a Bash rule's pattern.
+func (r *Rule) matchBash(text string) bool {
+	return strings.HasPrefix(text, r.bashPrefix) && r.bashRe.MatchString(text)
 }
 
 // MatchTool reports whether a rule names a tool (exactly, by glob, or as an

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -55,6 +56,10 @@ type ParsedCommand struct {
 // approves (NODE_ENV=test npm test).
 var safeEnvVars = []string{"NODE_ENV", "RUST_BACKTRACE", "RUST_LOG", "LANG", "LC_ALL", "TZ", "NO_COLOR", "FORCE_COLOR", "CI", "DEBUG", "PYTHONUNBUFFERED", "GOFLAGS", "CGO_ENABLED"}
 
+// parsers reuses Bash parsers across calls (a Parser is not safe for
+// concurrent use; the pool hands each caller its own).
+var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+
 // SplitCommand parses a Bash command string with mvdan.cc/sh.
 func SplitCommand(cmd string) *ParsedCommand {
 	pc := &ParsedCommand{}
@@ -62,7 +67,9 @@ func SplitCommand(cmd string) *ParsedCommand {
 		pc.Unparseable, pc.Reason = true, "longer than 10,000 characters"
 		return pc
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false)).Parse(strings.NewReader(cmd), "")
+	p := parsers.Get().(*syntax.Parser)
+	f, err := p.Parse(strings.NewReader(cmd), "")
+	parsers.Put(p)
 	if err != nil {
 		pc.Unparseable, pc.Reason = true, "cannot be parsed: "+err.Error()
 		return pc

@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func texts(pc *ParsedCommand) []string {
+	var out []string
+	for _, c := range pc.Commands {
+		if c.Text != "" {
+			out = append(out, c.Text)
+		}
+	}
+	return out
+}
+
+func TestSplitCommand(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		want []string
+	}{
+		{"ls -la", []string{"ls -la"}},
+		{"git status && npm test", []string{"git status", "npm test"}},
+		{"a || b; c | d |& e & f", []string{"a", "b", "c", "d", "e", "f"}},
+		{"a\nb", []string{"a", "b"}},
+		{`echo "$(git clean -f)"`, []string{`echo "$(git clean -f)"`, "git clean -f"}},
+		{"echo `rm x`", []string{"echo `rm x`", "rm x"}},
+		{"(cd /tmp && git clean -f)", []string{"cd /tmp", "git clean -f"}},
+		{"for f in *; do rm $f; done", []string{"rm $f"}},
+		{"if true; then curl x; fi", []string{"true", "curl x"}},
+		{"f() { curl x; }; f", []string{"curl x", "f"}},
+		{"diff <(ls a) <(ls b)", []string{"diff <(ls a) <(ls b)", "ls a", "ls b"}},
+		{"timeout 30 npm test", []string{"npm test"}},
+		{"nice -n 5 nohup npm test", []string{"npm test"}},
+		{"command -v git", []string{"command -v git"}},
+		{"xargs grep x", []string{"grep x"}},
+		{"xargs -n1 grep x", []string{"xargs -n1 grep x"}},
+		{"FOO=1 npm test", []string{"npm test"}},
+		{"cat <<EOF\nhi\nEOF", []string{"cat"}},
+	}
+	for _, tt := range tests {
+		pc := SplitCommand(tt.cmd)
+		if pc.Unparseable {
+			t.Errorf("%q: unparseable: %s", tt.cmd, pc.Reason)
+			continue
+		}
+		got := texts(pc)
+		slices.Sort(got)
+		want := slices.Clone(tt.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: %q, want %q", tt.cmd, got, want)
+		}
+	}
+}
+
+func TestSplitCommandDetails(t *testing.T) {
+	pc := SplitCommand("FOO=1 NODE_ENV=test npm test > out.txt 2>&1 < in.txt")
+	c := pc.Commands[0]
+	if c.Text != "npm test" || !strings.HasPrefix(c.AllowText, "FOO=1") {
+		t.Errorf("text %q allow %q", c.Text, c.AllowText)
+	}
+	if len(c.Redirects) != 2 || c.Redirects[0].Path != "out.txt" || !c.Redirects[0].Output || c.Redirects[1].Output {
+		t.Errorf("redirects %+v", c.Redirects)
+	}
+	if c := SplitCommand("NODE_ENV=test npm test").Commands[0]; c.AllowText != "npm test" {
+		t.Errorf("safe assignment kept: %q", c.AllowText)
+	}
+	for _, bad := range []string{"npm test &&", "echo 'unterminated", "if then", strings.Repeat("a", MaxCommandLen+1)} {
+		if !SplitCommand(bad).Unparseable {
+			t.Errorf("%q parsed", bad[:min(20, len(bad))])
+		}
+	}
+	if !SplitCommand("watch -n1 make").Commands[0].ExecWrapper || !SplitCommand("find . -delete").Commands[0].ExecWrapper {
+		t.Error("exec wrappers not flagged")
+	}
+}
+
+// simpleList matches inputs made only of lowercase words joined by
+// && || ; | and newlines: there, bash runs exactly one command per part.
+var simpleList = regexp.MustCompile(`^ *[a-z]+( +[a-z]+)* *((&&|\|\||;|\||\n) *[a-z]+( +[a-z]+)* *)*$`)
+var listSep = regexp.MustCompile(`&&|\|\||;|\||\n`)
+
+// FuzzSplitCommand: the splitter never panics, and on plain command lists
+// never returns fewer commands than bash would run.
+func FuzzSplitCommand(f *testing.F) {
+	for _, s := range []string{"ls && rm -rf /", "echo $(a; b) `c`", "for i in 1; do x; done", "a |& b", "f(){ g; }", "x <(y) >(z)", "npm test &&", "a && b || c ; d | e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		pc := SplitCommand(cmd)
+		if pc.Unparseable || !simpleList.MatchString(cmd) {
+			return
+		}
+		want := len(listSep.Split(cmd, -1))
+		if got := len(texts(pc)); got < want {
+			t.Fatalf("%q split into %d commands, bash runs %d", cmd, got, want)
+		}
+	})
+}
