@@ -41,6 +41,7 @@ func TestToolResultsGolden(t *testing.T) {
 		{"hook-block", `{"type":"tool_use","id":"toolu_hook","name":"Bash","input":{"command":"npm publish --tag x"}}`},
 		{"timeout", `{"type":"tool_use","id":"toolu_slow","name":"Bash","input":{"command":"sleep 30","timeout":300}}`},
 		{"sandboxed-write-denied", `{"type":"tool_use","id":"toolu_write","name":"Bash","input":{"command":"echo x > /etc/sbx-tool-probe"}}`},
+		{"signal", `{"type":"tool_use","id":"toolu_signal","name":"Bash","input":{"command":"kill -TERM $$"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +72,14 @@ func TestToolResultsGolden(t *testing.T) {
 		})
 	}
 	assertAbsent(t, "/etc/sbx-tool-probe")
+
+	// The sandbox cannot be built: nothing runs, the result says so.
+	r := e.tool(`{"type":"tool_use","id":"toolu_nosandbox","name":"Bash","input":{"command":"touch marker"}}`,
+		"--settings", `{"sandbox": {"bwrapPath": "/nonexistent/bwrap"}}`, "--non-interactive")
+	if !strings.Contains(r.stdout, `"tool_use_id":"toolu_nosandbox"`) || !strings.Contains(r.stdout, "bubblewrap not found") || !strings.Contains(r.stdout, `"is_error":true`) {
+		t.Errorf("sandbox failure result: %s", r.stdout)
+	}
+	assertAbsent(t, e.path("marker"))
 }
 
 func TestServeJSONLines(t *testing.T) {

@@ -219,6 +219,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	switch {
 	case res.TimedOut:
 		content = fmt.Sprintf("Command timed out after %s\n%s", timeout, content)
+	case out.ExitCode > 128 && out.ExitCode < 128+65:
+		content = fmt.Sprintf("Exit code %d (killed by signal %d)\n%s", out.ExitCode, out.ExitCode-128, content)
 	case out.ExitCode != 0:
 		content = fmt.Sprintf("Exit code %d\n%s", out.ExitCode, content)
 	}
