@@ -262,11 +262,10 @@ func (c *frontConn) Close() error {
 // target is an authorised destination: the name as asked, and the
 // addresses it may be reached at.
 type target struct {
-	host   netrules.Host
-	port   int
-	addrs  []netip.Addr
-	rule   *netrules.Rule
-	reason string
+	host  netrules.Host
+	port  int
+	addrs []netip.Addr
+	rule  *netrules.Rule
 }
 
 // denial says why a destination is refused.
