@@ -78,8 +78,9 @@ type Runner struct {
 
 var idPattern = regexp.MustCompile(`"id"\s*:\s*"([A-Za-z0-9_\-]{1,200})"`)
 
-// executable are the tools sbx runs itself.
-var executable = []string{"Bash"}
+// executable are the tools sbx runs itself: Bash in the sandbox; Read on
+// the host, after the gate (Claude Code's Read is not sandboxed either).
+var executable = []string{"Bash", "Read"}
 
 func errResult(id, msg string) *ToolResult {
 	return &ToolResult{Type: "tool_result", ToolUseID: id, Content: msg, IsError: true}
@@ -160,7 +161,48 @@ func (r *Runner) Call(ctx context.Context, tu *ToolUse) *ToolResult {
 	if err := call.parse(); err != nil {
 		return errResult(tu.ID, "Error: "+err.Error())
 	}
+	if name == "Read" {
+		return r.runRead(call)
+	}
 	return r.runBash(ctx, call, v)
+}
+
+// runRead reads a text file with line numbers, as Claude Code's Read does:
+// from line offset (1-based), at most limit lines (default 2000), long lines
+// cut at 2000 characters.
+func (r *Runner) runRead(call *Call) *ToolResult {
+	p := call.str("file_path")
+	if !strings.HasPrefix(p, "/") {
+		return errResult(call.ID, "InputValidationError: file_path must be absolute")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return errResult(call.ID, "Error: "+err.Error())
+	}
+	offset, limit := 1, 2000
+	if n, ok := call.m["offset"].(json.Number); ok {
+		if v, err := n.Int64(); err == nil && v > 0 {
+			offset = int(v)
+		}
+	}
+	if n, ok := call.m["limit"].(json.Number); ok {
+		if v, err := n.Int64(); err == nil && v > 0 {
+			limit = int(v)
+		}
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	var b strings.Builder
+	for i := offset - 1; i < len(lines) && i < offset-1+limit; i++ {
+		l := strings.TrimRight(lines[i], "\n")
+		if i == len(lines)-1 && l == "" {
+			break
+		}
+		if utf8.RuneCountInString(l) > 2000 {
+			l = string([]rune(l)[:2000]) + "…"
+		}
+		fmt.Fprintf(&b, "%6d\t%s\n", i+1, l)
+	}
+	return &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(b.String(), MaxOutputChars)}
 }
 
 func (r *Runner) sessionApproved(call *Call) bool {

@@ -39,6 +39,7 @@ Usage:
   sbx check --tool NAME --input JSON  the permission decision only, with the rule and its source
   sbx tool < tool_use.json           one tool_use in, one tool_result out (Bash, sandboxed)
   sbx serve                          JSON Lines: tool_use per line in, tool_result per line out
+  sbx probe [--json] [--only NAMES]  prove on this host that the sandbox holds, with evidence
   sbx doctor [--json] [--clean]      what this host supports, and why not
   sbx version
 
@@ -65,6 +66,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdTool(args[1:], stdin, stdout, stderr)
 	case "serve":
 		code, err = cmdServe(args[1:], stdin, stdout, stderr)
+	case "probe":
+		code, err = cmdProbe(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "sbx", version)
 		return 0

@@ -1,0 +1,348 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Probe statuses.
+const (
+	StatusPass           = "pass"
+	StatusFail           = "fail"
+	StatusNotImplemented = "not-implemented"
+)
+
+// Check is one side effect verified from outside the sandbox.
+type Check struct {
+	What   string `json:"what"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Step is one tool call a probe made through the real pipeline (`sbx tool`
+// as a separate process) and what it found.
+type Step struct {
+	Ran        string          `json:"ran"`        // the tool_use sent
+	Flags      []string        `json:"flags"`      // sbx tool's flags
+	Decision   string          `json:"decision"`   // from the structured output
+	ToolResult json.RawMessage `json:"toolResult"` // the tool_result as received
+	ExitStatus int             `json:"exitStatus"` // of the sbx process
+	Checks     []Check         `json:"checks"`
+}
+
+// ProbeResult is a probe's evidence.
+type ProbeResult struct {
+	Name   string  `json:"name"`
+	Status string  `json:"status"`
+	Detail string  `json:"detail,omitempty"`
+	Steps  []*Step `json:"steps"`
+}
+
+// Probe proves one property of the sandbox on this host.
+type Probe struct {
+	Name        string
+	Description string
+	Run         func(ctx context.Context, p *ProbeEnv, res *ProbeResult)
+}
+
+// ProbeEnv is where probes run: the sbx binary, and a temporary folder
+// holding a workspace and a home that every probe creates and removes.
+type ProbeEnv struct {
+	Sbx  string
+	Root string
+	WS   string
+	Home string
+}
+
+// Probes returns every probe, in the order they run.
+func Probes() []Probe {
+	return []Probe{
+		{"filesystem", "a write inside the workspace lands; a write to a denyWrite target is refused and the target stays absent", probeFilesystem},
+		{"network", "with a strict empty allowlist a local server gets 0 hits; with its address allowed, exactly 1", probeNetwork},
+		{"hook-deny", "a PreToolUse hook that denies a Read of a marker file: the tool is not called and the marker never appears", probeHookDeny},
+		{"persistence", "shell start-up files and git hooks cannot be planted in the workspace", probePersistence},
+		{"unix-sockets", "a host Unix socket cannot be connected to from the sandbox", probeUnixSockets},
+		{"process-isolation", "host processes are invisible in the sandbox and nothing it starts survives it", probeProcesses},
+		{"credential-masking", "a masked variable's real value is never visible and reaches only its bound host", probeCredentials},
+	}
+}
+
+// RunProbes runs the named probes (all when names is empty), each in its
+// own temporary folder, removed afterwards.
+func RunProbes(ctx context.Context, sbx string, names []string) ([]*ProbeResult, error) {
+	var out []*ProbeResult
+	for _, pr := range Probes() {
+		if len(names) > 0 && !contains(names, pr.Name) {
+			continue
+		}
+		root, err := os.MkdirTemp("", "sbx-probe-")
+		if err != nil {
+			return nil, err
+		}
+		env := &ProbeEnv{Sbx: sbx, Root: root, WS: filepath.Join(root, "ws"), Home: filepath.Join(root, "home")}
+		os.MkdirAll(env.WS, 0o755)
+		os.MkdirAll(env.Home, 0o755)
+		res := &ProbeResult{Name: pr.Name}
+		pr.Run(ctx, env, res)
+		if res.Status == "" {
+			res.Status = StatusPass
+			for _, s := range res.Steps {
+				for _, c := range s.Checks {
+					if !c.OK {
+						res.Status = StatusFail
+					}
+				}
+			}
+		}
+		os.RemoveAll(root)
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// call runs one tool_use through `sbx tool` in the probe's workspace.
+func (p *ProbeEnv) call(ctx context.Context, tool string, input any, flags ...string) *Step {
+	in, _ := json.Marshal(input)
+	tu, _ := json.Marshal(map[string]any{"type": "tool_use", "id": "toolu_probe_" + strconv.FormatInt(time.Now().UnixNano(), 36), "name": tool, "input": json.RawMessage(in)})
+	st := &Step{Ran: string(tu), Flags: append([]string{"--non-interactive", "--output", "structured"}, flags...)}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.Sbx, append([]string{"tool"}, st.Flags...)...)
+	cmd.Dir = p.WS
+	cmd.Env = []string{"HOME=" + p.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
+	cmd.Stdin = bytes.NewReader(tu)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		st.ExitStatus = ee.ExitCode()
+	} else if err != nil {
+		st.ExitStatus = -1
+	}
+	st.ToolResult = json.RawMessage(bytes.TrimSpace(stdout.Bytes()))
+	var res struct {
+		ToolUseID string `json:"tool_use_id"`
+		Output    *struct {
+			Decision *struct {
+				Decision string `json:"decision"`
+			} `json:"decision"`
+		} `json:"output"`
+	}
+	if json.Unmarshal(st.ToolResult, &res) != nil {
+		st.check("sbx tool printed one JSON tool_result", false, stdout.String()+stderr.String())
+		return st
+	}
+	if res.Output != nil && res.Output.Decision != nil {
+		st.Decision = res.Output.Decision.Decision
+	}
+	var sent struct{ ID string }
+	json.Unmarshal(tu, &sent)
+	st.check("the tool_result is paired with the same tool_use_id", res.ToolUseID == sent.ID, res.ToolUseID)
+	st.check("the sbx process exited 0", st.ExitStatus == 0, stderr.String())
+	return st
+}
+
+func (s *Step) check(what string, ok bool, detail string) {
+	if len(detail) > 300 {
+		detail = detail[:300] + "…"
+	}
+	s.Checks = append(s.Checks, Check{What: what, OK: ok, Detail: strings.TrimSpace(detail)})
+}
+
+func (s *Step) isError() bool {
+	var r struct {
+		IsError bool `json:"is_error"`
+	}
+	json.Unmarshal(s.ToolResult, &r)
+	return r.IsError
+}
+
+func (s *Step) content() string {
+	var r struct {
+		Content string `json:"content"`
+	}
+	json.Unmarshal(s.ToolResult, &r)
+	return r.Content
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func probeFilesystem(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	settings := `{"sandbox": {"filesystem": {"denyWrite": ["./protected.txt"]}}}`
+	ok := p.call(ctx, "Bash", map[string]string{"command": "echo probe-content > inside.txt"}, "--mode", "bypassPermissions", "--settings", settings)
+	data, _ := os.ReadFile(filepath.Join(p.WS, "inside.txt"))
+	ok.check("the write inside the workspace succeeded", !ok.isError(), ok.content())
+	ok.check("the file holds what was written", string(data) == "probe-content\n", string(data))
+	res.Steps = append(res.Steps, ok)
+
+	denied := p.call(ctx, "Bash", map[string]string{"command": "echo evil > protected.txt"}, "--mode", "bypassPermissions", "--settings", settings)
+	denied.check("the write to the denyWrite target is an error tool_result", denied.isError(), denied.content())
+	denied.check("the target does not exist afterwards", !exists(filepath.Join(p.WS, "protected.txt")), "")
+	res.Steps = append(res.Steps, denied)
+}
+
+// countingServer is a local HTTP server on 127.0.0.1 with a hit counter.
+func countingServer() (*http.Server, int, *atomic.Int32, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var hits atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "probe-server-reached")
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, ln.Addr().(*net.TCPAddr).Port, &hits, nil
+}
+
+func probeNetwork(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	srv, port, hits, err := countingServer()
+	if err != nil {
+		res.Status, res.Detail = StatusFail, err.Error()
+		return
+	}
+	defer srv.Close()
+	curl := fmt.Sprintf("curl -fsS -m 5 --noproxy '' http://127.0.0.1:%d/", port)
+	strict := `{"sandbox": {"network": {"strictAllowlist": true}}}`
+	blocked := p.call(ctx, "Bash", map[string]string{"command": curl}, "--settings", strict)
+	time.Sleep(50 * time.Millisecond)
+	blocked.check("the request is an error tool_result", blocked.isError(), blocked.content())
+	blocked.check("the server's hit count is 0", hits.Load() == 0, fmt.Sprintf("hits=%d", hits.Load()))
+	res.Steps = append(res.Steps, blocked)
+
+	allowed := p.call(ctx, "Bash", map[string]string{"command": curl},
+		"--settings", `{"sandbox": {"network": {"strictAllowlist": true, "allowedDomains": ["127.0.0.1"]}}}`)
+	allowed.check("the request succeeds through the proxy", !allowed.isError() && strings.Contains(allowed.content(), "probe-server-reached"), allowed.content())
+	allowed.check("the server's hit count is exactly 1", hits.Load() == 1, fmt.Sprintf("hits=%d", hits.Load()))
+	res.Steps = append(res.Steps, allowed)
+}
+
+func probeHookDeny(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	marker := "sbx-probe-marker-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	file := filepath.Join(p.WS, "secret.txt")
+	os.WriteFile(file, []byte(marker), 0o644)
+	hook := filepath.Join(p.Root, "deny-read.sh")
+	os.WriteFile(hook, []byte(`#!/bin/sh
+cat >/dev/null
+echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "probe hook: reading secret.txt is not allowed"}}'
+`), 0o755)
+	settings := fmt.Sprintf(`{"hooks": {"PreToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "command": %q}]}]}}`, hook)
+	st := p.call(ctx, "Read", map[string]string{"file_path": file}, "--settings", settings)
+	st.check("the result is an error", st.isError(), st.content())
+	st.check("the result carries the hook's reason", strings.Contains(st.content(), "probe hook: reading secret.txt is not allowed"), st.content())
+	st.check("the marker never appears in the output", !strings.Contains(string(st.ToolResult), marker), "")
+	st.check("the gate denied the call before the tool ran", st.Decision == "deny", "decision="+st.Decision)
+	res.Steps = append(res.Steps, st)
+}
+
+func probePersistence(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	os.MkdirAll(filepath.Join(p.WS, ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(p.WS, ".git", "config"), []byte("[core]\n\tbare = false\n"), 0o644)
+	os.WriteFile(filepath.Join(p.WS, ".bashrc"), []byte("# original\n"), 0o644)
+	st := p.call(ctx, "Bash", map[string]string{"command": "echo evil >> .bashrc; echo evil > .profile; echo evil > .git/hooks/pre-commit; " +
+		"echo '[core] fsmonitor = evil' >> .git/config; mkdir -p sub && echo evil > sub/.zshrc; true"}, "--mode", "bypassPermissions")
+	bashrc, _ := os.ReadFile(filepath.Join(p.WS, ".bashrc"))
+	config, _ := os.ReadFile(filepath.Join(p.WS, ".git", "config"))
+	st.check("an existing .bashrc is unchanged", string(bashrc) == "# original\n", string(bashrc))
+	st.check("a new .profile was not created", !exists(filepath.Join(p.WS, ".profile")), "")
+	st.check("no git hook was planted", !exists(filepath.Join(p.WS, ".git", "hooks", "pre-commit")), "")
+	st.check(".git/config is unchanged", string(config) == "[core]\n\tbare = false\n", string(config))
+	st.check("a nested .zshrc did not stay in the workspace", !exists(filepath.Join(p.WS, "sub", ".zshrc")), "")
+	res.Steps = append(res.Steps, st)
+}
+
+func probeUnixSockets(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	sock := filepath.Join(p.WS, "host.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		res.Status, res.Detail = StatusFail, err.Error()
+		return
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	st := p.call(ctx, "Bash", map[string]string{"command": "curl -sS -m 5 --unix-socket " + sock + " http://x/"})
+	time.Sleep(50 * time.Millisecond)
+	st.check("the connection attempt fails", st.isError(), st.content())
+	st.check("the host socket accepted 0 connections", accepted.Load() == 0, fmt.Sprintf("accepted=%d", accepted.Load()))
+	res.Steps = append(res.Steps, st)
+}
+
+// pidsWith lists host processes whose command line contains marker.
+func pidsWith(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); bytes.Contains(b, []byte(marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func probeProcesses(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	pid := strconv.Itoa(os.Getpid())
+	hostMarker := "4" + pid + ".25"
+	// The pattern does not contain the marker itself, so the grep (and the
+	// shell running it) do not count.
+	pattern := "[4]" + pid + "[.]25"
+	host := exec.Command("sleep", hostMarker)
+	if err := host.Start(); err != nil {
+		res.Status, res.Detail = StatusFail, err.Error()
+		return
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+	inner := "3" + strconv.Itoa(os.Getpid()) + ".75"
+	st := p.call(ctx, "Bash", map[string]string{"command": fmt.Sprintf(
+		"cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c '%s'; test -e /proc/%d && echo host-pid-visible; (setsid sleep %s &) ; nohup sleep %s >/dev/null 2>&1 & echo started",
+		pattern, host.Process.Pid, inner, inner)})
+	st.check("the host process is invisible in the sandbox", strings.HasPrefix(strings.TrimSpace(st.content()), "0") && !strings.Contains(st.content(), "host-pid-visible"), st.content())
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pidsWith(inner)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	st.check("nothing the command started survives the sandbox", len(pidsWith(inner)) == 0, fmt.Sprintf("pids=%v", pidsWith(inner)))
+	res.Steps = append(res.Steps, st)
+}
+
+func probeCredentials(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	res.Status = StatusNotImplemented
+	res.Detail = "credential masking is not implemented yet: environment variables reach the sandbox as they are (see README, Not supported yet)"
+}
