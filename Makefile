@@ -45,7 +45,9 @@ verify-generate:
 	for a in amd64 arm64; do cmp linux/seccomp/bpf_$$a.bin $$tmp/bpf_$$a.bin || \
 	  { echo "linux/seccomp/bpf_$$a.bin is stale: run make generate"; exit 1; }; done
 
-bench: bench-startup bench-proxy
+# Start-up, proxy and gate benchmarks in one go: bench/report.md + SVG.
+bench:
+	scripts/bench-report
 
 bench-startup:
 	scripts/bench-startup
