@@ -258,6 +258,11 @@ func Compile(in Input, host Host) (*Policy, error) {
 		return nil, err
 	}
 	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(p Path) bool { return !p.Exists })
+	// An allowRead naming a denied path itself re-opens it (that is how the
+	// default credential-file denies are lifted one by one).
+	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(d Path) bool {
+		return slices.ContainsFunc(pol.AllowRead, func(a Path) bool { return a.Path == d.Path })
+	})
 	pol.AllowRead = slices.DeleteFunc(pol.AllowRead, func(p Path) bool {
 		if !p.Exists {
 			c.warnf("%s: allowRead %s does not exist; ignored", p.Origin, p.Path)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -39,6 +40,7 @@ type Step struct {
 	ToolResult json.RawMessage `json:"toolResult"` // the tool_result as received
 	ExitStatus int             `json:"exitStatus"` // of the sbx process
 	Checks     []Check         `json:"checks"`
+	stderr     string
 }
 
 // ProbeResult is a probe's evidence.
@@ -122,6 +124,11 @@ func contains(l []string, s string) bool {
 
 // call runs one tool_use through `sbx tool` in the probe's workspace.
 func (p *ProbeEnv) call(ctx context.Context, tool string, input any, flags ...string) *Step {
+	return p.callEnv(ctx, nil, tool, input, flags...)
+}
+
+// callEnv is call with extra environment variables for sbx.
+func (p *ProbeEnv) callEnv(ctx context.Context, extraEnv []string, tool string, input any, flags ...string) *Step {
 	in, _ := json.Marshal(input)
 	tu, _ := json.Marshal(map[string]any{"type": "tool_use", "id": "toolu_probe_" + strconv.FormatInt(time.Now().UnixNano(), 36), "name": tool, "input": json.RawMessage(in)})
 	st := &Step{Ran: string(tu), Flags: append([]string{"--non-interactive", "--output", "structured"}, flags...)}
@@ -129,7 +136,7 @@ func (p *ProbeEnv) call(ctx context.Context, tool string, input any, flags ...st
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.Sbx, append([]string{"tool"}, st.Flags...)...)
 	cmd.Dir = p.WS
-	cmd.Env = []string{"HOME=" + p.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
+	cmd.Env = append([]string{"HOME=" + p.Home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}, extraEnv...)
 	cmd.Stdin = bytes.NewReader(tu)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -140,6 +147,7 @@ func (p *ProbeEnv) call(ctx context.Context, tool string, input any, flags ...st
 		st.ExitStatus = -1
 	}
 	st.ToolResult = json.RawMessage(bytes.TrimSpace(stdout.Bytes()))
+	st.stderr = stderr.String()
 	var res struct {
 		ToolUseID string `json:"tool_use_id"`
 		Output    *struct {
@@ -343,6 +351,32 @@ func probeProcesses(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 }
 
 func probeCredentials(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
-	res.Status = StatusNotImplemented
-	res.Detail = "credential masking is not implemented yet: environment variables reach the sandbox as they are (see README, Not supported yet)"
+	var mu sync.Mutex
+	var received []string
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		res.Status, res.Detail = StatusFail, err.Error()
+		return
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received = append(received, r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	real := "sbxprobe-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-realsecret"
+	settings := `{"sandbox": {"network": {"allowedDomains": ["127.0.0.1"]}, "credentials": {"envVars": {"PROBE_API_TOKEN": {"hosts": ["127.0.0.1"]}}}}}`
+	st := p.callEnv(ctx, []string{"PROBE_API_TOKEN=" + real}, "Bash", map[string]string{"command": fmt.Sprintf(
+		`echo "env: $PROBE_API_TOKEN"; tr '\0' '\n' < /proc/self/environ | grep PROBE_API_TOKEN; curl -fsS -m 5 --noproxy '' -H "Authorization: Bearer $PROBE_API_TOKEN" http://127.0.0.1:%d/`, port)},
+		"--settings", settings)
+	mu.Lock()
+	got := append([]string(nil), received...)
+	mu.Unlock()
+	st.check("the sandbox saw a placeholder, not the value", strings.Contains(st.content(), "env: ") && !strings.Contains(st.content(), real), st.content())
+	st.check("the bound host received the real value", len(got) == 1 && got[0] == "Bearer "+real, fmt.Sprintf("%d requests", len(got)))
+	st.check("the real value appears nowhere in the result or sbx's stderr", !strings.Contains(string(st.ToolResult), real) && !strings.Contains(st.stderr, real), "")
+	res.Steps = append(res.Steps, st)
 }

@@ -19,7 +19,7 @@ func TestBadSettingsRunNothing(t *testing.T) {
 		{"wrong type", ".sbx/settings.json", `{"sandbox": {"filesystem": {"denyRead": "secrets"}}}`, "sandbox.filesystem.denyRead: expected array of strings"},
 		{"unknown security key", ".sbx/settings.json", `{"sandbox": {"filesystem": {"denyWirte": ["x"]}}}`, "sandbox.filesystem.denyWirte: unknown key"},
 		{"user settings", "../home/.config/sbx/settings.json", `{"sandbox": []}`, "settings.json:1:13: sandbox: expected object"},
-		{"claude settings", ".claude/settings.json", `{"sandbox": {"credentials": {}}}`, "sandbox.credentials: not supported"},
+		{"claude settings", ".claude/settings.json", `{"sandbox": {"credentials": {"envVars": {"X": {"mode": "leak"}}}}}`, "sandbox.credentials.envVars.X.mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -51,6 +52,10 @@ type Executor struct {
 	// Resolve replaces the system resolver in the proxy (tests, embedders);
 	// nil means the system resolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Secrets are the masked credentials: the proxy swaps their
+	// placeholders for the real values in requests to their bound hosts
+	// only, and blocks a placeholder sent anywhere else.
+	Secrets []*creds.Secret
 	// OnProxyStart, when set, is called once the proxy serves, with a
 	// function that stops it: from then on the sandbox has no network at
 	// all (an embedder's kill switch; tests use it too).
@@ -161,6 +166,7 @@ func (r *run) startProxy() error {
 		Ask:     r.e.Ask,
 		Resolve: r.e.Resolve,
 		Audit:   r.e.Audit,
+		Secrets: r.e.Secrets,
 	}
 	go r.proxy.Serve(ln)
 	if r.e.OnProxyStart != nil {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
@@ -21,6 +22,9 @@ type FSFlags struct {
 // labelled with the file, line and key it came from.
 func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Input {
 	in := fsrules.Input{Workspace: workspace}
+	if s != nil && s.Home != "" {
+		defaultCredentialDenies(s.Home, workspace, &in)
+	}
 	fromSettings := func(es []settings.Entry, key string) []fsrules.Rule {
 		var rs []fsrules.Rule
 		for _, e := range es {
@@ -40,12 +44,10 @@ func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Inpu
 		return rs
 	}
 	if s != nil {
-		in.AllowWrite = fromSettings(s.AllowWrite, "allowWrite")
-		in.DenyWrite = fromSettings(s.DenyWrite, "denyWrite")
-		in.DenyRead = fromSettings(s.DenyRead, "denyRead")
-		in.AllowRead = fromSettings(s.AllowRead, "allowRead")
-	}
-	if s != nil {
+		in.AllowWrite = append(in.AllowWrite, fromSettings(s.AllowWrite, "allowWrite")...)
+		in.DenyWrite = append(in.DenyWrite, fromSettings(s.DenyWrite, "denyWrite")...)
+		in.DenyRead = append(in.DenyRead, fromSettings(s.DenyRead, "denyRead")...)
+		in.AllowRead = append(in.AllowRead, fromSettings(s.AllowRead, "allowRead")...)
 		permissionPaths(s, workspace, &in)
 	}
 	in.AllowWrite = append(in.AllowWrite, fromFlags(flags.AllowWrite, "allow-write")...)
@@ -134,5 +136,61 @@ func permissionPaths(s *settings.Settings, cwd string, in *fsrules.Input) {
 			continue
 		}
 		*list = append(*list, fsrules.Rule{Pattern: abs, BaseDir: cwd, Origin: pr.Where()})
+	}
+}
+
+// CredentialsConfig turns sandbox.credentials into the creds package's
+// configuration.
+func CredentialsConfig(s *settings.Settings) creds.Config {
+	cfg := creds.Config{Vars: map[string]creds.VarConfig{}}
+	if s == nil {
+		return cfg
+	}
+	for name, v := range s.Credentials.EnvVars {
+		cfg.Vars[name] = creds.VarConfig{Mode: creds.Mode(v.Mode), Hosts: v.Hosts}
+	}
+	for _, p := range s.Credentials.Patterns {
+		cfg.Patterns = append(cfg.Patterns, p.Value)
+	}
+	return cfg
+}
+
+// credentialFiles are denied for reading by default (each can be re-opened
+// with allowRead). Relative to the home directory.
+var credentialFiles = []string{".ssh", ".aws", ".config/gcloud", ".azure", ".kube", ".docker/config.json", ".netrc",
+	".git-credentials", ".config/gh", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gnupg",
+	".claude/.credentials.json", ".config/sbx/credentials.json", ".password-store", ".local/share/keyrings"}
+
+// credentialReopen are re-opened inside those by default: public halves.
+var credentialReopen = []string{".ssh/known_hosts", ".ssh/*.pub", ".ssh/config"}
+
+// defaultCredentialDenies adds the credential files to denyRead, and any
+// .env* file in the home directory or in a directory above the workspace
+// (what exists at start; inside the workspace they stay readable).
+func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
+	origin := "credential files (sbx default; re-open with allowRead)"
+	for _, f := range credentialFiles {
+		in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(home, f), BaseDir: home, Origin: origin})
+	}
+	for _, f := range credentialReopen {
+		matches, _ := filepath.Glob(filepath.Join(home, f))
+		for _, m := range matches {
+			in.AllowRead = append(in.AllowRead, fsrules.Rule{Pattern: m, BaseDir: home, Origin: origin})
+		}
+	}
+	dirs := []string{home}
+	for d := filepath.Dir(workspace); ; d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	for _, d := range dirs {
+		matches, _ := filepath.Glob(filepath.Join(d, ".env*"))
+		for _, m := range matches {
+			if !fsrules.Within(m, workspace) {
+				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: m, BaseDir: d, Origin: origin})
+			}
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
@@ -71,6 +72,9 @@ type Runner struct {
 	// Prompt answers an "ask"; nil leaves it denied (a session that cannot
 	// prompt was already resolved by the gate).
 	Prompt Prompter
+	// Redactor removes real secret values from everything handed back;
+	// nil redacts nothing.
+	Redactor *creds.Redactor
 
 	mu       sync.Mutex
 	approved []string // commands approved for the session
@@ -104,8 +108,18 @@ func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
 	return r.Call(ctx, &tu)
 }
 
-// Call runs one tool use.
+// Call runs one tool use. Everything it returns is redacted.
 func (r *Runner) Call(ctx context.Context, tu *ToolUse) *ToolResult {
+	res := r.call(ctx, tu)
+	res.Content = r.Redactor.Redact(res.Content)
+	if res.Output != nil {
+		res.Output.Stdout = r.Redactor.Redact(res.Output.Stdout)
+		res.Output.Stderr = r.Redactor.Redact(res.Output.Stderr)
+	}
+	return res
+}
+
+func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
 	name := tu.Name
 	if canon, ok := toolAliases[name]; ok {
 		name = canon
@@ -289,7 +303,7 @@ func firstLine(s string) string {
 // to add to the result (a block reason, exit-2 stderr). An updatedToolOutput
 // that does not match the Bash output schema is ignored with a warning.
 func (r *Runner) postHooks(ctx context.Context, event string, call *Call, out *BashOutput, errText string, d time.Duration) string {
-	resp, _ := json.Marshal(map[string]any{"stdout": out.Stdout, "stderr": out.Stderr, "interrupted": out.Interrupted, "isImage": false})
+	resp, _ := json.Marshal(map[string]any{"stdout": r.Redactor.Redact(out.Stdout), "stderr": r.Redactor.Redact(out.Stderr), "interrupted": out.Interrupted, "isImage": false})
 	var extra []string
 	g := r.Gate
 	run := g.HookRunner

@@ -113,6 +113,11 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		s.deny("http", host, port, d)
 		return r, denyResponse(r, http.StatusForbidden, d.reason)
 	}
+	if err := s.injectHTTP(r, t.host); err != nil {
+		d := &denial{reason: err.Error(), rule: t.rule}
+		s.deny("http", host, port, d)
+		return r, denyResponse(r, http.StatusForbidden, err.Error())
+	}
 	st := &reqState{t: t, proto: "http"}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countBody{ReadCloser: r.Body, n: &st.up}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
 )
 
@@ -67,6 +68,11 @@ type Server struct {
 	OwnAddrs []netip.Addr
 	// MaxConns bounds concurrent client connections; 0 means 512.
 	MaxConns int
+	// Secrets are masked credentials: in plain HTTP requests their
+	// placeholders become real values for bound hosts, and a placeholder
+	// sent to any other host is refused. Tunnels (CONNECT, SOCKS5) are not
+	// opened: placeholders in them travel as they are, worthless.
+	Secrets []*creds.Secret
 
 	once    sync.Once
 	gp      *goproxy.ProxyHttpServer

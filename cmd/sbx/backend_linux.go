@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/proxy"
@@ -41,6 +42,8 @@ func (b *backend) setAudit(f func(proxy.Event)) { b.exec.Audit = f }
 
 func (b *backend) setAsk(f func(string, int) bool) { b.exec.Ask = f }
 
+func (b *backend) setSecrets(s []*creds.Secret) { b.exec.Secrets = s }
+
 func (b *backend) doctor(ctx context.Context) any {
 	return b.exec.Doctor(ctx)
 }
@@ -51,6 +54,16 @@ func (b *backend) clean() (any, error) { return linux.CleanStale(b.exec.StateDir
 
 // isTerminal reports whether r is a terminal (not merely a character device
 // such as /dev/null).
+// isTerminalW reports whether w is a terminal.
+func isTerminalW(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {

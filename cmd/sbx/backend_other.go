@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/proxy"
@@ -31,6 +32,8 @@ func (b *backend) setAudit(func(proxy.Event)) {}
 
 func (b *backend) setAsk(func(string, int) bool) {}
 
+func (b *backend) setSecrets([]*creds.Secret) {}
+
 type otherReport struct {
 	OS     string `json:"os"`
 	Usable bool   `json:"usable"`
@@ -47,3 +50,6 @@ func (b *backend) clean() (any, error) { return nil, darwin.ErrNotImplemented }
 
 // isTerminal is false where sbx cannot run commands anyway.
 func isTerminal(io.Reader) bool { return false }
+
+// isTerminalW is false where sbx cannot run commands anyway.
+func isTerminalW(io.Writer) bool { return false }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
@@ -151,7 +152,19 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		defer audit.Close()
 	}
 
-	env := commandEnv(os.Environ())
+	masked, err := creds.MaskEnv(commandEnv(os.Environ()), pipeline.CredentialsConfig(st))
+	if err != nil {
+		return exitSbxError, err
+	}
+	env := masked.Env
+	if len(masked.Secrets) > 0 {
+		var names []string
+		for _, s := range masked.Secrets {
+			names = append(names, fmt.Sprintf("%s (%s)", s.Name, s.Mode))
+		}
+		fmt.Fprintf(stderr, "sbx: secret variables kept from the sandbox: %s\n", strings.Join(names, ", "))
+	}
+	redactor := creds.NewRedactor(masked.Secrets)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
@@ -161,6 +174,19 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	}
 
 	b := newBackend(st.BwrapPath.V, pipeline.StateDir(os.Getenv, home))
+	b.setSecrets(masked.Secrets)
+	// What sbx hands back is redacted; a terminal is passed through as is
+	// (the command never holds a real value to print).
+	if !isTerminalW(stdout) {
+		rw := redactor.Writer(stdout)
+		defer rw.Close()
+		stdout = rw
+	}
+	if !isTerminalW(stderr) {
+		rw := redactor.Writer(stderr)
+		defer rw.Close()
+		stderr = rw
+	}
 	if audit != nil {
 		b.setAudit(audit.event)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
@@ -67,8 +68,13 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 		b.setAudit(a.event)
 		cleanup = func() { a.Close() }
 	}
+	masked, err := creds.MaskEnv(commandEnv(os.Environ()), pipeline.CredentialsConfig(s.st))
+	if err != nil {
+		return nil, nil, err
+	}
+	b.setSecrets(masked.Secrets)
 	r := &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: b.executor(), FS: pol, Net: netPol,
-		Env: commandEnv(os.Environ())}
+		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets)}
 	if s.gate.Interactive {
 		r.Prompt = (&ttyPrompt{}).ask
 	}

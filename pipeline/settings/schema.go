@@ -37,6 +37,8 @@ func ifFalse(n *Node) bool      { return n.Kind == KindBool && !n.Bool }
 func ifNonEmpty(n *Node) bool   { return len(n.Elems) > 0 }
 func ifNotDefault(n *Node) bool { return n.Kind != KindNull }
 
+var _ = ifNotDefault
+
 // objects are the keys whose value is an object of further known keys.
 // An unknown key inside one of them is an error: a misspelt denyWrite must
 // never be ignored.
@@ -63,8 +65,7 @@ var schema = map[string]keySpec{
 	"sandbox.socatPath":                    {kind: KindString, status: ignoredStricter, loosens: always, note: "sbx needs no socat"},
 	"sandbox.ripgrep":                      {kind: KindObject, status: ignoredStricter, loosens: always, note: "sbx needs no ripgrep"},
 	"sandbox.ignoreViolations":             {kind: KindObject, status: ignoredStricter, loosens: always},
-	"sandbox.credentials": {kind: KindObject, status: unsupportedLooser, loosens: ifNotDefault,
-		note: "credential masking is not implemented yet; remove the key or run without sbx"},
+	"sandbox.credentials":                  {kind: KindObject, status: accepted, loosens: ifNotDefault, note: "read by the credentials layer"},
 
 	"sandbox.filesystem.allowWrite":                {kind: KindArray, loosens: ifNonEmpty},
 	"sandbox.filesystem.denyWrite":                 {kind: KindArray},

@@ -129,6 +129,7 @@ type String struct {
 
 // Settings is the merged result of every settings file.
 type Settings struct {
+	Home     string  // the home directory the settings were read for
 	Files    []*File // every file read, lowest precedence first
 	Warnings []Warning
 	Trusted  bool // the project's loosening keys were honoured
@@ -151,6 +152,23 @@ type Settings struct {
 
 	// Perm is what the permission gate reads: rules, mode, hooks.
 	Perm Permissions
+
+	// Credentials is sandbox.credentials, merged: per variable the highest
+	// level wins; patterns merge.
+	Credentials Credentials
+}
+
+// CredentialVar is one variable's credential setting.
+type CredentialVar struct {
+	Mode  string
+	Hosts []string
+	File  *File
+}
+
+// Credentials is sandbox.credentials.
+type Credentials struct {
+	EnvVars  map[string]CredentialVar
+	Patterns []Entry
 }
 
 // Options says where settings come from. Every field with a file system
@@ -258,7 +276,7 @@ func Load(o Options) (*Settings, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Settings{}
+	s := &Settings{Home: o.Home}
 	for _, c := range cands {
 		data := c.inline
 		if data == nil {
@@ -293,6 +311,9 @@ func Load(o Options) (*Settings, error) {
 	for _, f := range s.Files {
 		s.apply(f)
 		s.applyPermissions(f)
+		if err := s.applyCredentials(f); err != nil {
+			return nil, err
+		}
 	}
 	s.finishPermissions()
 	if s.AllowManagedDomainsOnly.Or(false) {
@@ -525,4 +546,78 @@ func (s *Settings) webFetchRules(f *File) {
 			*list.dst = append(*list.dst, Entry{Value: d, File: f, Pos: e.Pos})
 		}
 	}
+}
+
+// applyCredentials reads sandbox.credentials: {"envVars": {NAME: {"mode":
+// "mask"|"deny"|"pass", "hosts": [...]}}, "patterns": [regexp …]}. An
+// untrusted project may only make a variable stricter (deny or mask without
+// hosts), never pass it or bind it to hosts.
+func (s *Settings) applyCredentials(f *File) error {
+	c := lookup(f.Root, "sandbox.credentials")
+	if c == nil || c.Kind != KindObject {
+		return nil
+	}
+	untrusted := f.Level.IsProject() && !s.Trusted
+	for _, k := range c.Keys {
+		v := c.Fields[k]
+		key := "sandbox.credentials." + k
+		switch k {
+		case "envVars":
+			if v.Kind != KindObject {
+				return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected object of variable names"}
+			}
+			for _, name := range v.Keys {
+				vv := v.Fields[name]
+				vkey := key + "." + name
+				if vv.Kind != KindObject {
+					return &Error{File: f.Path, Pos: vv.Pos, Key: vkey, Msg: "expected object with mode and hosts"}
+				}
+				cv := CredentialVar{File: f}
+				for _, fk := range vv.Keys {
+					fv := vv.Fields[fk]
+					switch fk {
+					case "mode":
+						if fv.Kind != KindString || (fv.Str != "mask" && fv.Str != "deny" && fv.Str != "pass") {
+							return &Error{File: f.Path, Pos: fv.Pos, Key: vkey + ".mode", Msg: "expected \"mask\", \"deny\" or \"pass\""}
+						}
+						cv.Mode = fv.Str
+					case "hosts":
+						if fv.Kind != KindArray {
+							return &Error{File: f.Path, Pos: fv.Pos, Key: vkey + ".hosts", Msg: "expected array of strings"}
+						}
+						for _, h := range fv.Elems {
+							if h.Kind != KindString {
+								return &Error{File: f.Path, Pos: h.Pos, Key: vkey + ".hosts", Msg: "expected string"}
+							}
+							cv.Hosts = append(cv.Hosts, h.Str)
+						}
+					default:
+						return &Error{File: f.Path, Pos: fv.Pos, Key: vkey + "." + fk, Msg: "unknown key (mode, hosts)"}
+					}
+				}
+				if untrusted && (cv.Mode == "pass" || len(cv.Hosts) > 0) {
+					s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: vv.Pos, Key: vkey,
+						Msg: "loosens credential handling from an untrusted project file, ignored"})
+					continue
+				}
+				if s.Credentials.EnvVars == nil {
+					s.Credentials.EnvVars = map[string]CredentialVar{}
+				}
+				s.Credentials.EnvVars[name] = cv
+			}
+		case "patterns":
+			if v.Kind != KindArray {
+				return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected array of strings"}
+			}
+			for _, e := range v.Elems {
+				if e.Kind != KindString {
+					return &Error{File: f.Path, Pos: e.Pos, Key: key, Msg: "expected string"}
+				}
+				s.Credentials.Patterns = append(s.Credentials.Patterns, Entry{Value: e.Str, File: f, Pos: e.Pos})
+			}
+		default:
+			return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "unknown key in a security section (envVars, patterns)"}
+		}
+	}
+	return nil
 }

@@ -87,7 +87,8 @@ func TestValidationErrors(t *testing.T) {
 		{"wrong elem", `{"sandbox": {"filesystem": {"denyRead": ["a", 3]}}}`, "sandbox.filesystem.denyRead[1]: expected string, got number"},
 		{"unknown sandbox key", `{"sandbox": {"filesystem": {"denyWirte": []}}}`, "sandbox.filesystem.denyWirte: unknown key"},
 		{"sandbox not object", `{"sandbox": []}`, "sandbox: expected object, got array"},
-		{"unsupported looser", `{"sandbox": {"credentials": {"files": []}}}`, "sandbox.credentials: not supported"},
+		{"unknown credentials key", `{"sandbox": {"credentials": {"files": []}}}`, "sandbox.credentials.files: unknown key"},
+		{"bad credential mode", `{"sandbox": {"credentials": {"envVars": {"X": {"mode": "leak"}}}}}`, "sandbox.credentials.envVars.X.mode"},
 		{"not an object", `[]`, "settings must be a JSON object"},
 	}
 	for _, tt := range tests {

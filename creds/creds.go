@@ -1,0 +1,267 @@
+// Package creds keeps secrets out of the sandbox: it finds them in the
+// environment (by name and by the shape of the value), replaces each with a
+// worthless placeholder of the same kind (or removes it), knows which hosts
+// each may be sent to (the proxy swaps the real value in only for those),
+// and redacts real values from everything sbx hands back.
+package creds
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Mode is what happens to a secret variable.
+type Mode string
+
+// The modes.
+const (
+	// Mask replaces the value with a per-run placeholder (the default).
+	Mask Mode = "mask"
+	// Deny removes the variable.
+	Deny Mode = "deny"
+	// Pass passes the real value (explicit opt-out).
+	Pass Mode = "pass"
+)
+
+// Secret is one secret variable. Its real value is reachable only through
+// [Secret.Value]; every way of printing it redacts.
+type Secret struct {
+	Name        string
+	value       string
+	Placeholder string   // what the sandbox sees ("" when removed)
+	Hosts       []string // host patterns it may be sent to (netrules syntax)
+	Mode        Mode
+}
+
+// Value returns the real value, for the proxy's injection only.
+func (s *Secret) Value() string { return s.value }
+
+// String implements fmt.Stringer without the value.
+func (s *Secret) String() string { return "[redacted:" + s.Name + "]" }
+
+// GoString implements fmt.GoStringer without the value.
+func (s *Secret) GoString() string { return s.String() }
+
+// MarshalJSON implements json.Marshaler without the value.
+func (s *Secret) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{"name": s.Name, "mode": s.Mode, "hosts": s.Hosts})
+}
+
+// LogValue implements slog.LogValuer without the value.
+func (s *Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// VarConfig is the setting for one variable.
+type VarConfig struct {
+	Mode  Mode
+	Hosts []string
+}
+
+// Config is sandbox.credentials.
+type Config struct {
+	Vars map[string]VarConfig
+	// Patterns are extra name patterns (regular expressions, matched
+	// case-insensitively against the whole name) that mark secrets.
+	Patterns []string
+}
+
+// namePattern marks secret-looking variable names.
+var namePattern = regexp.MustCompile(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN)(S)?($|_)`)
+
+// locationSuffix marks names that hold where a secret is, not the secret.
+var locationSuffix = regexp.MustCompile(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|URL_PATH)$`)
+
+// secretNames are well-known secret variables.
+var secretNames = []string{"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+	"NPM_TOKEN", "NODE_AUTH_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "CARGO_REGISTRY_TOKEN", "DOCKER_PASSWORD",
+	"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "SLACK_TOKEN", "DATABASE_URL", "SENTRY_DSN", "VAULT_TOKEN",
+	"GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_SECRET", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// notSecrets are names the patterns would catch that hold no secret.
+var notSecrets = []string{"PWD", "OLDPWD", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "AWS_REGION", "AWS_DEFAULT_REGION",
+	"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "KEYTIMEOUT", "XAUTHORITY", "SBX_VICTIM"}
+
+// shapes are values that are secrets whatever their name, with how many
+// leading characters (the kind's prefix) a placeholder keeps.
+var shapes = []struct {
+	re   *regexp.Regexp
+	keep int
+}{
+	{regexp.MustCompile(`^-----BEGIN [A-Z ]*PRIVATE KEY-----`), 0},
+	{regexp.MustCompile(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$`), 3},
+	{regexp.MustCompile(`^(AKIA|ASIA)[0-9A-Z]{16}$`), 4},
+	{regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{20,}$`), 11},
+	{regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}$`), 4},
+	{regexp.MustCompile(`^sk-ant-[A-Za-z0-9_-]{16,}$`), 7},
+	{regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}$`), 3},
+	{regexp.MustCompile(`^xox[abposr]-[A-Za-z0-9-]{10,}$`), 5},
+	{regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`), 6},
+	{regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), 4},
+	{regexp.MustCompile(`^hf_[A-Za-z0-9]{30,}$`), 3},
+}
+
+// defaultHosts binds well-known tokens to the hosts they are for.
+var defaultHosts = map[string][]string{
+	"GITHUB_TOKEN":      {"github.com", "*.github.com"},
+	"GH_TOKEN":          {"github.com", "*.github.com"},
+	"ANTHROPIC_API_KEY": {"api.anthropic.com"},
+	"OPENAI_API_KEY":    {"api.openai.com"},
+}
+
+// Classify reports whether a variable holds a secret, by its name or by the
+// shape of its value.
+func Classify(name, value string, extra []*regexp.Regexp) bool {
+	upper := strings.ToUpper(name)
+	if slices.Contains(notSecrets, upper) || value == "" {
+		return false
+	}
+	if slices.Contains(secretNames, upper) {
+		return true
+	}
+	if (strings.HasPrefix(upper, "AWS_") || namePattern.MatchString(upper)) && !locationSuffix.MatchString(upper) {
+		return true
+	}
+	for _, re := range extra {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	for _, s := range shapes {
+		if s.re.MatchString(value) {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is the masked environment.
+type Result struct {
+	Env     []string
+	Secrets []*Secret // every secret found, removed or masked
+}
+
+// MaskEnv classifies every variable of env and applies the configuration:
+// secrets are masked (default), removed or passed; everything else passes.
+// Configured variables are treated as secrets whatever their name.
+func MaskEnv(env []string, cfg Config) (*Result, error) {
+	var extra []*regexp.Regexp
+	for _, p := range cfg.Patterns {
+		re, err := regexp.Compile("(?i)^(?:" + p + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox.credentials.patterns: %q: %w", p, err)
+		}
+		extra = append(extra, re)
+	}
+	res := &Result{}
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		vc, configured := cfg.Vars[name]
+		if !configured && !Classify(name, value, extra) {
+			res.Env = append(res.Env, kv)
+			continue
+		}
+		mode := vc.Mode
+		if mode == "" {
+			mode = Mask
+		}
+		s := &Secret{Name: name, value: value, Mode: mode, Hosts: vc.Hosts}
+		if s.Hosts == nil {
+			s.Hosts = defaultHosts[strings.ToUpper(name)]
+		}
+		switch mode {
+		case Pass:
+			res.Env = append(res.Env, kv)
+		case Deny:
+		case Mask:
+			ph, err := Placeholder(value)
+			if err != nil {
+				return nil, err
+			}
+			s.Placeholder = ph
+			res.Env = append(res.Env, name+"="+ph)
+		default:
+			return nil, fmt.Errorf("sandbox.credentials.%s.mode: %q is not mask, deny or pass", name, mode)
+		}
+		res.Secrets = append(res.Secrets, s)
+	}
+	sort.Slice(res.Secrets, func(i, j int) bool { return res.Secrets[i].Name < res.Secrets[j].Name })
+	return res, nil
+}
+
+const (
+	lower  = "abcdefghijklmnopqrstuvwxyz"
+	upper_ = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	digits = "0123456789"
+)
+
+func randFrom(set string) (byte, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(len(set))))
+	if err != nil {
+		return 0, err
+	}
+	return set[n.Int64()], nil
+}
+
+// Placeholder returns a worthless value shaped like v: a known prefix is
+// kept, every other letter and digit is replaced by a random one of the same
+// class, punctuation is kept. It never equals v.
+func Placeholder(v string) (string, error) {
+	prefix := ""
+	for _, s := range shapes {
+		if s.re.MatchString(v) {
+			prefix = v[:s.keep]
+			break
+		}
+	}
+	// PEM: keep the armour lines.
+	lines := strings.Split(v, "\n")
+	for attempt := 0; attempt < 4; attempt++ {
+		var b strings.Builder
+		for li, line := range lines {
+			if li > 0 {
+				b.WriteByte('\n')
+			}
+			if strings.HasPrefix(line, "-----") {
+				b.WriteString(line)
+				continue
+			}
+			start := 0
+			if li == 0 {
+				b.WriteString(prefix)
+				start = len(prefix)
+			}
+			for _, c := range []byte(line[start:]) {
+				var set string
+				switch {
+				case c >= 'a' && c <= 'z':
+					set = lower
+				case c >= 'A' && c <= 'Z':
+					set = upper_
+				case c >= '0' && c <= '9':
+					set = digits
+				default:
+					b.WriteByte(c)
+					continue
+				}
+				r, err := randFrom(set)
+				if err != nil {
+					return "", err
+				}
+				b.WriteByte(r)
+			}
+		}
+		if p := b.String(); p != v {
+			return p, nil
+		}
+	}
+	return "sbx-masked", nil
+}

@@ -1,0 +1,144 @@
+package creds
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name, value string
+		secret      bool
+	}{
+		{"GITHUB_TOKEN", "x", true}, {"GH_TOKEN", "x", true}, {"MY_API_KEY", "x", true}, {"DB_PASSWORD", "x", true},
+		{"AWS_SECRET_ACCESS_KEY", "x", true}, {"AWS_SESSION_TOKEN", "x", true}, {"SERVICE_SECRET", "x", true},
+		{"ANTHROPIC_API_KEY", "x", true}, {"NPM_TOKEN", "x", true}, {"SENTRY_DSN", "x", true},
+		{"HOME", "/root", false}, {"PWD", "/x", false}, {"PATH", "/bin", false}, {"AWS_REGION", "eu-west-1", false},
+		{"SSH_AUTH_SOCK", "/tmp/x", false}, {"KEY_PATH", "/k", false}, {"GPG_KEY_ID", "ABC", false},
+		{"EMPTY_TOKEN", "", false},
+		{"GREETING", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", true},
+		{"X", "AKIAABCDEFGHIJKLMNOP", true},
+		{"X", "sk-ant-api03-abcdefghijklmnopqrstu", true},
+		{"X", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig", true},
+		{"X", "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----", true},
+		{"X", "xoxb-1234567890-abcdef", true},
+		{"X", "hello world", false},
+	}
+	for _, tt := range tests {
+		if got := Classify(tt.name, tt.value, nil); got != tt.secret {
+			t.Errorf("Classify(%s=%q) = %v, want %v", tt.name, tt.value, got, tt.secret)
+		}
+	}
+}
+
+func TestMaskEnv(t *testing.T) {
+	env := []string{"HOME=/root", "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "DB_PASSWORD=hunter22", "KEEP_TOKEN=abc123", "OTHER=1"}
+	res, err := MaskEnv(env, Config{Vars: map[string]VarConfig{"DB_PASSWORD": {Mode: Deny}, "KEEP_TOKEN": {Mode: Pass}, "OTHER": {Hosts: []string{"x.example"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(res.Env, "\n")
+	if strings.Contains(got, "abcdefghijklmnopqrstuvwxyz0123456789") || strings.Contains(got, "hunter22") {
+		t.Errorf("a secret passed: %s", got)
+	}
+	for _, want := range []string{"HOME=/root", "KEEP_TOKEN=abc123", "GITHUB_TOKEN=ghp_"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("env lacks %s: %s", want, got)
+		}
+	}
+	if strings.Contains(got, "DB_PASSWORD") || strings.Contains(got, "OTHER=1") {
+		t.Errorf("denied or configured variable passed in clear: %s", got)
+	}
+	names := map[string]*Secret{}
+	for _, s := range res.Secrets {
+		names[s.Name] = s
+	}
+	if s := names["GITHUB_TOKEN"]; s == nil || len(s.Hosts) == 0 || s.Placeholder == "" || len(s.Placeholder) != len(s.Value()) {
+		t.Errorf("GITHUB_TOKEN: %+v", s)
+	}
+	if _, err := MaskEnv(env, Config{Patterns: []string{"("}}); err == nil {
+		t.Error("bad pattern accepted")
+	}
+}
+
+func TestPlaceholder(t *testing.T) {
+	for _, v := range []string{"ghp_abcdefghijklmnopqrstuvwxyz0123456789", "sk-ant-api03-AbCdEfGh1234567890", "AKIAABCDEFGHIJKLMNOP",
+		"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "hunter22"} {
+		p, err := Placeholder(v)
+		if err != nil || p == v || len(p) != len(v) {
+			t.Errorf("Placeholder(%q) = %q, %v", v, p, err)
+		}
+		if strings.HasPrefix(v, "ghp_") != strings.HasPrefix(p, "gh") || strings.HasPrefix(v, "sk-ant-") != strings.HasPrefix(p, "sk-ant-") {
+			t.Errorf("Placeholder(%q) = %q lost its kind", v, p)
+		}
+		if strings.Contains(v, "BEGIN") && !strings.HasPrefix(p, "-----BEGIN RSA PRIVATE KEY-----") {
+			t.Errorf("PEM armour lost: %q", p)
+		}
+	}
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	res, _ := MaskEnv([]string{"API_TOKEN=topsecretvalue"}, Config{})
+	s := res.Secrets[0]
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "%v %+v %#v %s ", s, s, s, s)
+	j, _ := json.Marshal(s)
+	buf.Write(j)
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "secret", s)
+	if strings.Contains(buf.String(), "topsecretvalue") {
+		t.Errorf("value printed: %s", buf.String())
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	res, _ := MaskEnv([]string{"API_TOKEN=s3cr3t/v@lue+x"}, Config{})
+	r := NewRedactor(res.Secrets)
+	v := "s3cr3t/v@lue+x"
+	for _, enc := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)),
+		url.QueryEscape(v), url.PathEscape(v), hex.EncodeToString([]byte(v)), strings.ToUpper(hex.EncodeToString([]byte(v)))} {
+		out := r.Redact("before " + enc + " after")
+		if strings.Contains(out, enc) || !strings.Contains(out, "[REDACTED:API_TOKEN]") {
+			t.Errorf("%q not redacted: %q", enc, out)
+		}
+	}
+	// Split across writes.
+	var buf bytes.Buffer
+	w := r.Writer(&buf)
+	for _, part := range []string{"xx s3c", "r3t/v@l", "ue+x yy"} {
+		w.Write([]byte(part))
+	}
+	w.Close()
+	if buf.String() != "xx [REDACTED:API_TOKEN] yy" {
+		t.Errorf("stream: %q", buf.String())
+	}
+	if got := (*Redactor)(nil).Redact("a"); got != "a" {
+		t.Error("nil redactor")
+	}
+}
+
+func FuzzRedactWriter(f *testing.F) {
+	f.Add("hello s3cr3tvalue world", 3)
+	f.Fuzz(func(t *testing.T, text string, chunk int) {
+		res, _ := MaskEnv([]string{"API_TOKEN=s3cr3tvalue"}, Config{})
+		r := NewRedactor(res.Secrets)
+		if chunk <= 0 || chunk > 64 {
+			chunk = 7
+		}
+		var buf bytes.Buffer
+		w := r.Writer(&buf)
+		for i := 0; i < len(text); i += chunk {
+			w.Write([]byte(text[i:min(len(text), i+chunk)]))
+		}
+		w.Close()
+		if buf.String() != r.Redact(text) {
+			t.Fatalf("stream %q != whole %q", buf.String(), r.Redact(text))
+		}
+	})
+}

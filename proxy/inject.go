@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/netrules"
+)
+
+// maxInjectBody is the largest form or JSON body searched for placeholders.
+const maxInjectBody = 1 << 20
+
+// bound reports whether a secret may be sent to host.
+func bound(s *creds.Secret, h netrules.Host) bool {
+	for _, p := range s.Hosts {
+		r, err := netrules.ParseRule(p, "sandbox.credentials")
+		if err != nil {
+			continue
+		}
+		set := &netrules.Set{Allow: []netrules.Rule{*r}}
+		if set.Decide(h, 0).Decision == netrules.Allow || (r.Port != 0 && set.Decide(h, r.Port).Decision == netrules.Allow) {
+			return true
+		}
+	}
+	return false
+}
+
+// ExfiltrationError is a request carrying a credential's placeholder to a
+// host the credential is not bound to. It names the variable, never a value.
+type ExfiltrationError struct {
+	Var, Host string
+}
+
+func (e *ExfiltrationError) Error() string {
+	return fmt.Sprintf("the request carries the placeholder of %s, which may not be sent to %s", e.Var, e.Host)
+}
+
+// injectHTTP swaps placeholders for real values in a plain HTTP request to
+// host: request line, headers (Basic auth included, where the placeholder
+// sits inside base64) and form or JSON bodies up to 1 MiB. A placeholder of
+// a secret not bound to host is an *ExfiltrationError.
+func (s *Server) injectHTTP(r *http.Request, h netrules.Host) error {
+	var active []*creds.Secret
+	for _, sec := range s.Secrets {
+		if sec.Placeholder != "" {
+			active = append(active, sec)
+		}
+	}
+	if len(active) == 0 {
+		return nil
+	}
+	var body []byte
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	if r.Body != nil && r.Body != http.NoBody && (strings.Contains(ct, "json") || strings.Contains(ct, "x-www-form-urlencoded")) {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxInjectBody+1))
+		r.Body.Close()
+		if err != nil {
+			return err
+		}
+		if len(body) > maxInjectBody {
+			// Too big to search: forward as read, untouched.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+			body = nil
+		}
+	}
+	for _, sec := range active {
+		ph, real := sec.Placeholder, sec.Value()
+		basicPH := false
+		for _, v := range r.Header.Values("Authorization") {
+			if dec, ok := basicDecode(v); ok && strings.Contains(dec, ph) {
+				basicPH = true
+			}
+		}
+		present := strings.Contains(r.URL.String(), ph) || basicPH || bytes.Contains(body, []byte(ph))
+		for _, vs := range r.Header {
+			for _, v := range vs {
+				present = present || strings.Contains(v, ph)
+			}
+		}
+		if !present {
+			continue
+		}
+		if !bound(sec, h) {
+			return &ExfiltrationError{Var: sec.Name, Host: h.String()}
+		}
+		r.URL.Path = strings.ReplaceAll(r.URL.Path, ph, real)
+		r.URL.RawPath = strings.ReplaceAll(r.URL.RawPath, ph, real)
+		r.URL.RawQuery = strings.ReplaceAll(r.URL.RawQuery, ph, real)
+		for k, vs := range r.Header {
+			for i, v := range vs {
+				if dec, ok := basicDecode(v); ok && strings.Contains(dec, ph) {
+					vs[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(dec, ph, real)))
+					continue
+				}
+				vs[i] = strings.ReplaceAll(v, ph, real)
+			}
+			r.Header[k] = vs
+		}
+		body = bytes.ReplaceAll(body, []byte(ph), []byte(real))
+	}
+	if body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Del("Transfer-Encoding")
+	}
+	return nil
+}
+
+func basicDecode(v string) (string, bool) {
+	rest, ok := strings.CutPrefix(v, "Basic ")
+	if !ok {
+		return "", false
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+	return string(dec), err == nil
+}
