@@ -5,12 +5,23 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
 func TestCredentialFilesUnreadable(t *testing.T) {
@@ -82,5 +93,47 @@ func TestSecretsNeverInClear(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "GITHUB_TOKEN (mask)") {
 		t.Errorf("stderr does not name the masked variable: %s", stderr.String())
+	}
+}
+
+// TestHTTPSInjectionThroughTheSandbox: a command in the sandbox calls a
+// TLS server with a masked token; TLS is terminated for the bound host
+// only, the server gets the real token, the command sees only the
+// placeholder.
+func TestHTTPSInjectionThroughTheSandbox(t *testing.T) {
+	requireCurl(t)
+	e := newEnv(t)
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Header.Get("Authorization"))
+		io.WriteString(w, "secured")
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	real := "realtoken-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	masked, err := creds.MaskEnv([]string{"SERVICE_TOKEN=" + real, "PATH=/usr/bin:/bin"}, creds.Config{Vars: map[string]creds.VarConfig{"SERVICE_TOKEN": {Hosts: []string{"127.0.0.1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := e.executor()
+	ex.Secrets = masked.Secrets
+	ex.UpstreamRoots = x509.NewCertPool()
+	ex.UpstreamRoots.AddCert(srv.Certificate())
+	spec := e.spec(t, fmt.Sprintf(`echo "seen: $SERVICE_TOKEN"; curl -fsS -m 5 --noproxy '' -H "Authorization: Bearer $SERVICE_TOKEN" https://127.0.0.1:%d/`, port), "127.0.0.1")
+	spec.Env = masked.Env
+	var out bytes.Buffer
+	if _, err := ex.Run(context.Background(), spec, pipeline.Stdio{Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "Bearer "+real {
+		t.Errorf("server got %q; output %s", got, out.String())
+	}
+	if strings.Contains(out.String(), real) || !strings.Contains(out.String(), "secured") {
+		t.Errorf("output %q", out.String())
 	}
 }

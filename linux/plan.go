@@ -54,6 +54,9 @@ type PlanInput struct {
 	// ProxySocket, when set, is the proxy's Unix socket, bound into the
 	// sandbox at the same path for the init's bridge.
 	ProxySocket string
+	// ExtraROBinds are host files bound read-only at the same path (the
+	// per-run CA certificate and trust bundle).
+	ExtraROBinds []string
 }
 
 func depth(p string) int {
@@ -98,6 +101,9 @@ func BuildPlan(in PlanInput) []Op {
 	}
 	if in.ProxySocket != "" {
 		ops = append(ops, Op{Kind: OpROBind, Src: in.ProxySocket, Dst: in.ProxySocket, Why: "proxy socket"})
+	}
+	for _, f := range in.ExtraROBinds {
+		ops = append(ops, Op{Kind: OpROBind, Src: f, Dst: f, Why: "trust"})
 	}
 	if in.Exe != "" {
 		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx init"})

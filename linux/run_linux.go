@@ -5,6 +5,7 @@ package linux
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type Executor struct {
 	// placeholders for the real values in requests to their bound hosts
 	// only, and blocks a placeholder sent anywhere else.
 	Secrets []*creds.Secret
+	// UpstreamRoots verifies the real servers behind terminated TLS; nil
+	// means the system roots.
+	UpstreamRoots *x509.CertPool
 	// OnProxyStart, when set, is called once the proxy serves, with a
 	// function that stops it: from then on the sandbox has no network at
 	// all (an embedder's kill switch; tests use it too).
@@ -123,6 +127,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		EmptyFile:    filepath.Join(runDir, emptyFile),
 		Exe:          exe,
 		ProxySocket:  r.proxySocket,
+		ExtraROBinds: nonEmpty(r.caFile, r.bundleFile),
 	})
 	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
 		return nil, err
@@ -143,6 +148,9 @@ type run struct {
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
+	// caFile and bundleFile are the per-run CA and the trust bundle, when
+	// TLS is terminated for bound credentials.
+	caFile, bundleFile string
 }
 
 // startProxy listens on a Unix socket in a private directory (mode 0700,
@@ -160,13 +168,34 @@ func (r *run) startProxy() error {
 	if err != nil {
 		return fmt.Errorf("linux: proxy socket: %w", err)
 	}
+	// TLS termination only when a masked credential is bound to a host:
+	// a per-run CA whose key stays in memory; its certificate (and a bundle
+	// of the system roots plus it) are bound into the sandbox.
+	var ca *proxy.CA
+	for _, s := range r.e.Secrets {
+		if s.Placeholder != "" && len(s.Hosts) > 0 {
+			if ca, err = proxy.NewCA(); err != nil {
+				return fmt.Errorf("linux: per-run CA: %w", err)
+			}
+			r.caFile, r.bundleFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "bundle.pem")
+			if err := os.WriteFile(r.caFile, ca.PEM, 0o644); err != nil {
+				return err
+			}
+			if err := os.WriteFile(r.bundleFile, ca.Bundle(), 0o644); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	r.proxy = &proxy.Server{
-		Rules:   r.spec.Net.Rules,
-		Strict:  r.spec.Net.Strict,
-		Ask:     r.e.Ask,
-		Resolve: r.e.Resolve,
-		Audit:   r.e.Audit,
-		Secrets: r.e.Secrets,
+		CA:            ca,
+		UpstreamRoots: r.e.UpstreamRoots,
+		Rules:         r.spec.Net.Rules,
+		Strict:        r.spec.Net.Strict,
+		Ask:           r.e.Ask,
+		Resolve:       r.e.Resolve,
+		Audit:         r.e.Audit,
+		Secrets:       r.e.Secrets,
 	}
 	go r.proxy.Serve(ln)
 	if r.e.OnProxyStart != nil {
@@ -283,6 +312,16 @@ func (r *run) cleanup() {
 	}
 }
 
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // reachesHostLoopback reports whether a rule lets the sandbox reach the
 // host's loopback (localhost by name, or a loopback address), in which case
 // loopback requests must go through the proxy rather than stay in the
@@ -311,6 +350,9 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	if r.proxy != nil {
 		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
 		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort, reachesHostLoopback(r.spec.Net.Rules))
+		if r.caFile != "" {
+			init.Env = proxy.TrustEnv(init.Env, r.caFile, r.bundleFile)
+		}
 	}
 	specData, err := json.Marshal(init)
 	if err != nil {

@@ -65,3 +65,31 @@ func Env(env []string, httpPort, socksPort int, localLoopback bool) []string {
 	)
 	return out
 }
+
+// trustNames are the variables that point tools at the per-run CA.
+var trustNames = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"}
+
+// TrustEnv points common tools at a trust bundle (system roots plus the
+// per-run CA), and Node at the CA alone (it adds extra certificates to its
+// own roots).
+func TrustEnv(env []string, caFile, bundleFile string) []string {
+	out := make([]string, 0, len(env)+len(trustNames))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, n := range trustNames {
+			keep = keep && name != n
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	for _, n := range trustNames {
+		v := bundleFile
+		if n == "NODE_EXTRA_CA_CERTS" {
+			v = caFile
+		}
+		out = append(out, n+"="+v)
+	}
+	return out
+}

@@ -40,7 +40,7 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 	gp.Tr = &http.Transport{
 		Proxy:                 nil,
 		DialContext:           s.dialForRequest,
-		TLSClientConfig:       tlsConfig(),
+		TLSClientConfig:       s.tlsConfig(),
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          64,
 		IdleConnTimeout:       90e9,
@@ -56,6 +56,7 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 		w.Header().Set("X-Sbx-Error", "not a proxy request")
 		http.Error(w, "sbx proxy: not a proxy request (send an absolute URI or CONNECT)", http.StatusBadRequest)
 	})
+	gp.CertStore = &certCache{}
 	gp.OnRequest().DoFunc(s.onRequest)
 	gp.OnRequest().HandleConnectFunc(s.onConnect)
 	gp.OnResponse().DoFunc(s.onResponse)
@@ -165,6 +166,11 @@ func (s *Server) onConnect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		s.deny("connect", host, port, d)
 		ctx.Resp = denyResponse(ctx.Req, http.StatusForbidden, d.reason)
 		return goproxy.RejectConnect, hostport
+	}
+	if s.terminates(t.host) {
+		// A bound credential: terminate TLS so the placeholder can be
+		// swapped in; each request inside is decided and audited again.
+		return s.mitmAction(), hostport
 	}
 	// The tunnel's bytes are counted on the upstream side (dialForRequest)
 	// and reported when it closes.

@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -89,4 +93,67 @@ func TestInjectionForBoundHostOnly(t *testing.T) {
 			t.Errorf("audit event holds the real value: %+v", e)
 		}
 	}
+}
+
+func TestInjectionHTTPSTerminatesOnlyBoundHosts(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	be := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		io.WriteString(w, "tls-ok")
+	}))
+	defer be.Close()
+	port := be.Listener.Addr().String()[strings.LastIndexByte(be.Listener.Addr().String(), ':')+1:]
+	real := "realsecretvalue-https-42"
+	res, _ := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"example.com"}}}})
+	ph := res.Secrets[0].Placeholder
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, []string{"example.com", "other.example.test", "127.0.0.1"}, nil)
+	h.srv.Secrets, h.srv.CA = res.Secrets, ca
+	// httptest's certificate names example.com: the upstream check holds.
+	h.srv.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	h.srv.UpstreamRoots = x509.NewCertPool()
+	h.srv.UpstreamRoots.AddCert(be.Certificate())
+
+	c := h.client()
+	tr := c.Transport.(*http.Transport)
+	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // to look at who answered
+	get := func(host string) *http.Response {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("https://%s:%s/x", host, port), nil)
+		req.Header.Set("Authorization", "Bearer "+ph)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := get("example.com")
+	if resp.StatusCode != 200 || resp.TLS.PeerCertificates[0].Issuer.CommonName != "sbx per-run CA" {
+		t.Fatalf("bound host: %d, issuer %q", resp.StatusCode, resp.TLS.PeerCertificates[0].Issuer.CommonName)
+	}
+	mu.Lock()
+	if len(auth) != 1 || auth[0] != "Bearer "+real {
+		t.Errorf("bound host got %q", auth)
+	}
+	mu.Unlock()
+	// Another host is tunnelled untouched: the client sees the real server.
+	c.CloseIdleConnections()
+	resp = get("other.example.test")
+	if !resp.TLS.PeerCertificates[0].Equal(be.Certificate()) {
+		t.Errorf("unbound host was terminated by sbx (issuer %q)", resp.TLS.PeerCertificates[0].Issuer.CommonName)
+	}
+	mu.Lock()
+	if len(auth) != 2 || auth[1] != "Bearer "+ph {
+		t.Errorf("unbound host: %q", auth)
+	}
+	mu.Unlock()
 }

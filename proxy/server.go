@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +74,12 @@ type Server struct {
 	// sent to any other host is refused. Tunnels (CONNECT, SOCKS5) are not
 	// opened: placeholders in them travel as they are, worthless.
 	Secrets []*creds.Secret
+	// CA, when set, terminates TLS for the hosts a masked credential is
+	// bound to (and only those), so the placeholder can be swapped in; the
+	// upstream connection verifies the real server against UpstreamRoots.
+	CA *CA
+	// UpstreamRoots verifies servers; nil means the system roots.
+	UpstreamRoots *x509.CertPool
 
 	once    sync.Once
 	gp      *goproxy.ProxyHttpServer
@@ -527,4 +534,6 @@ func splitPort(hostport string, def int) (string, int, error) {
 
 // tlsConfig is used for every TLS connection the proxy itself originates
 // (absolute https:// URIs): verification on.
-func tlsConfig() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }
+func (s *Server) tlsConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: s.UpstreamRoots}
+}
