@@ -34,8 +34,7 @@ func TestInjectionForBoundHostOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ph := res.Secrets[0].Placeholder
-	h := newHarness(t, []string{"api.example.test", "other.example.test", "127.0.0.1"}, nil)
-	h.srv.Secrets = res.Secrets
+	h := newHarnessWith(t, []string{"api.example.test", "other.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
 	c := h.client()
 
 	send := func(host string, basic bool) *http.Response {
@@ -88,7 +87,10 @@ func TestInjectionForBoundHostOnly(t *testing.T) {
 	if len(ev) != 1 || ev[0].Decision != "deny" || !strings.Contains(ev[0].Reason, "API_TOKEN") {
 		t.Errorf("audit: %+v", ev)
 	}
-	for _, e := range h.events {
+	h.mu.Lock()
+	events := append([]Event(nil), h.events...)
+	h.mu.Unlock()
+	for _, e := range events {
 		if strings.Contains(fmt.Sprint(e), real) {
 			t.Errorf("audit event holds the real value: %+v", e)
 		}
@@ -113,14 +115,15 @@ func TestInjectionHTTPSTerminatesOnlyBoundHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, []string{"example.com", "other.example.test", "127.0.0.1"}, nil)
-	h.srv.Secrets, h.srv.CA = res.Secrets, ca
-	// httptest's certificate names example.com: the upstream check holds.
-	h.srv.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
-	h.srv.UpstreamRoots = x509.NewCertPool()
-	h.srv.UpstreamRoots.AddCert(be.Certificate())
+	roots := x509.NewCertPool()
+	roots.AddCert(be.Certificate())
+	h := newHarnessWith(t, []string{"example.com", "other.example.test", "127.0.0.1"}, nil, func(s *Server) {
+		s.Secrets, s.CA, s.UpstreamRoots = res.Secrets, ca, roots
+		// httptest's certificate names example.com: the upstream check holds.
+		s.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+	})
 
 	c := h.client()
 	tr := c.Transport.(*http.Transport)

@@ -60,6 +60,12 @@ type harness struct {
 // 127.0.0.1 through the injected resolver.
 func newHarness(t *testing.T, allow, deny []string) *harness {
 	t.Helper()
+	return newHarnessWith(t, allow, deny, nil)
+}
+
+// newHarnessWith lets a test set server fields before it serves.
+func newHarnessWith(t *testing.T, allow, deny []string, configure func(*Server)) *harness {
+	t.Helper()
 	var a, d []netrules.Entry
 	for _, p := range allow {
 		a = append(a, netrules.Entry{Pattern: p, Origin: "test"})
@@ -90,6 +96,9 @@ func newHarness(t *testing.T, allow, deny []string) *harness {
 			h.mu.Unlock()
 		},
 		OwnAddrs: []netip.Addr{},
+	}
+	if configure != nil {
+		configure(h.srv)
 	}
 	ln, err := net.Listen("unix", h.sock)
 	if err != nil {
