@@ -137,3 +137,67 @@ func TestHTTPSInjectionThroughTheSandbox(t *testing.T) {
 		t.Errorf("output %q", out.String())
 	}
 }
+
+// TestSecretNotInSandboxProcesses scans the argv and environment of every
+// process of the sandbox (bubblewrap, the init, the command) during a run.
+func TestSecretNotInSandboxProcesses(t *testing.T) {
+	e := newEnv(t)
+	real := "sk-ant-" + strings.Repeat("Zq9", 8)
+	cmd := exec.Command(sbxBin, "run", "-c", "echo ready > ready.txt; sleep 2")
+	cmd.Dir = e.ws
+	cmd.Env = append(e.environ(), "ANTHROPIC_API_KEY="+real)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
+		cmd.Process.Kill()
+		t.Fatal("never ready")
+	}
+	scanned := 0
+	for _, pid := range descendants(cmd.Process.Pid) {
+		for _, f := range []string{"cmdline", "environ"} {
+			data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), f))
+			if err != nil {
+				continue
+			}
+			scanned++
+			if bytes.Contains(data, []byte(real)) {
+				t.Errorf("process %d %s holds the real value", pid, f)
+			}
+		}
+	}
+	if scanned < 6 {
+		t.Errorf("scanned only %d files", scanned)
+	}
+}
+
+// descendants lists the processes below pid (not pid itself).
+func descendants(root int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				ppid, _ := strconv.Atoi(f[1])
+				children[ppid] = append(children[ppid], pid)
+			}
+		}
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
