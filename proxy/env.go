@@ -21,6 +21,11 @@ var envNames = []string{
 // sandbox's own loopback direct, unless localLoopback is set (a rule allows
 // the host's localhost through the proxy).
 func Env(env []string, httpPort, socksPort int, localLoopback bool) []string {
+	return EnvAuth(env, httpPort, socksPort, localLoopback, "")
+}
+
+// EnvAuth is Env with the per-run token in the proxy URLs (user "sbx").
+func EnvAuth(env []string, httpPort, socksPort int, localLoopback bool, token string) []string {
 	out := make([]string, 0, len(env)+len(envNames)*2)
 	javaOpts := ""
 	for _, kv := range env {
@@ -40,8 +45,12 @@ func Env(env []string, httpPort, socksPort int, localLoopback bool) []string {
 			out = append(out, kv)
 		}
 	}
-	httpURL := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	socksURL := fmt.Sprintf("socks5h://127.0.0.1:%d", socksPort)
+	cred := ""
+	if token != "" {
+		cred = "sbx:" + token + "@"
+	}
+	httpURL := fmt.Sprintf("http://%s127.0.0.1:%d", cred, httpPort)
+	socksURL := fmt.Sprintf("socks5h://%s127.0.0.1:%d", cred, socksPort)
 	noProxy := "localhost,127.0.0.1,::1"
 	if localLoopback {
 		noProxy = ""

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -100,8 +101,36 @@ func defaultPort(scheme string) int {
 	return 80
 }
 
+// authorized checks the per-run token on a proxy request.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.Token == "" {
+		return true
+	}
+	_, pass, ok := parseProxyAuth(r.Header.Get("Proxy-Authorization"))
+	return ok && subtle.ConstantTimeCompare([]byte(pass), []byte(s.Token)) == 1
+}
+
+func parseProxyAuth(v string) (user, pass string, ok bool) {
+	dec, ok := basicDecode(v)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(dec, ":")
+}
+
+func authRequired(r *http.Request) *http.Response {
+	resp := denyResponse(r, http.StatusProxyAuthRequired, "the proxy needs this run's token")
+	resp.Header.Set("Proxy-Authenticate", `Basic realm="sbx"`)
+	return resp
+}
+
 // onRequest decides a plain (absolute-URI) HTTP request.
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	// goproxy gives every plain request a fresh context; requests inside a
+	// terminated tunnel share the CONNECT's, already marked as authorised.
+	if ctx.UserData == nil && !s.authorized(r) {
+		return r, authRequired(r)
+	}
 	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
 		return r, denyResponse(r, http.StatusBadRequest, "only http and https URIs are proxied")
 	}
@@ -156,6 +185,11 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 
 // onConnect decides a CONNECT tunnel.
 func (s *Server) onConnect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	if !s.authorized(ctx.Req) {
+		ctx.Resp = authRequired(ctx.Req)
+		return goproxy.RejectConnect, hostport
+	}
+	ctx.UserData = tunnelMark{}
 	host, port, err := splitPort(hostport, 0)
 	if err != nil || port == 0 {
 		ctx.Resp = denyResponse(ctx.Req, http.StatusBadRequest, "CONNECT target must be host:port")
@@ -178,6 +212,9 @@ func (s *Server) onConnect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	ctx.Req = ctx.Req.WithContext(context.WithValue(ctx.Req.Context(), ctxKey{}, st))
 	return goproxy.OkConnect, hostport
 }
+
+// tunnelMark marks a goproxy context that passed CONNECT's checks.
+type tunnelMark struct{}
 
 type countBody struct {
 	io.ReadCloser

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -459,4 +460,41 @@ func FuzzSOCKSRequest(f *testing.F) {
 			t.Fatalf("accepted %+v", req)
 		}
 	})
+}
+
+func TestToken(t *testing.T) {
+	be := newBackend(t, false)
+	h := newHarnessWith(t, []string{"127.0.0.1"}, nil, func(s *Server) { s.Token = "run-token" })
+	u := fmt.Sprintf("http://127.0.0.1:%d/", be.port)
+	if out := h.raw("GET " + u + " HTTP/1.1\r\nHost: " + strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/") + "\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.1 407") {
+		t.Errorf("no token: %q", firstLine(out))
+	}
+	auth := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("sbx:run-token")) + "\r\n"
+	if out := h.raw("GET " + u + " HTTP/1.1\r\nHost: " + strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/") + "\r\n" + auth + "Connection: close\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.1 200") {
+		t.Errorf("with token: %q", firstLine(out))
+	}
+	if out := h.raw(fmt.Sprintf("CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", be.port)); !strings.HasPrefix(out, "HTTP/1.1 407") {
+		t.Errorf("CONNECT without token: %q", firstLine(out))
+	}
+	// SOCKS5: only user/password with the token.
+	c := h.dial()
+	c.Write([]byte{5, 1, 0})
+	rep := make([]byte, 2)
+	io.ReadFull(c, rep)
+	c.Close()
+	if rep[1] != 0xff {
+		t.Errorf("SOCKS without auth accepted: %v", rep)
+	}
+	c = h.dial()
+	defer c.Close()
+	c.Write([]byte{5, 1, 2})
+	io.ReadFull(c, rep)
+	c.Write(append(append([]byte{1, 3}, "sbx"...), append([]byte{5}, "wrong"...)...))
+	io.ReadFull(c, rep)
+	if rep[1] == 0 {
+		t.Errorf("wrong SOCKS password accepted")
+	}
+	if be.hits.Load() != 1 {
+		t.Errorf("hits %d, want 1", be.hits.Load())
+	}
 }

@@ -80,6 +80,11 @@ type Server struct {
 	CA *CA
 	// UpstreamRoots verifies servers; nil means the system roots.
 	UpstreamRoots *x509.CertPool
+	// Token, when set, must be presented by every client: HTTP as
+	// Proxy-Authorization Basic (any user name, the token as password),
+	// SOCKS5 as user/password. It keeps other local processes off a proxy
+	// that listens on TCP (macOS); the Linux socket is private anyway.
+	Token string
 
 	once    sync.Once
 	gp      *goproxy.ProxyHttpServer

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,9 +30,11 @@ type SOCKSRequest struct {
 	Port int
 }
 
-// ReadSOCKSGreeting reads the client's method list and reports whether "no
-// authentication" is among them.
-func ReadSOCKSGreeting(r io.Reader) (bool, error) {
+// ReadSOCKSGreeting reads the client's method list and reports whether
+// method m is among them (0: no authentication, 2: user/password).
+func ReadSOCKSGreeting(r io.Reader) (bool, error) { return readGreeting(r, 0) }
+
+func readGreeting(r io.Reader, want byte) (bool, error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return false, err
@@ -44,11 +47,38 @@ func ReadSOCKSGreeting(r io.Reader) (bool, error) {
 		return false, err
 	}
 	for _, m := range methods {
-		if m == 0 {
+		if m == want {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// socksUserPass reads an RFC 1929 user/password sub-negotiation and
+// checks the password against the token.
+func socksUserPass(c io.ReadWriter, token string) bool {
+	var hdr [2]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil || hdr[0] != 1 {
+		return false
+	}
+	user := make([]byte, hdr[1])
+	if _, err := io.ReadFull(c, user); err != nil {
+		return false
+	}
+	var plen [1]byte
+	if _, err := io.ReadFull(c, plen[:]); err != nil {
+		return false
+	}
+	pass := make([]byte, plen[0])
+	if _, err := io.ReadFull(c, pass); err != nil {
+		return false
+	}
+	if subtle.ConstantTimeCompare(pass, []byte(token)) != 1 {
+		c.Write([]byte{1, 1})
+		return false
+	}
+	_, err := c.Write([]byte{1, 0})
+	return err == nil
 }
 
 // ReadSOCKSRequest reads a request. Errors of type *SOCKSError carry the
@@ -128,15 +158,25 @@ func socksReply(w io.Writer, code byte, bound net.Addr) error {
 // serveSOCKS serves one SOCKS5 connection whose first byte was peeked.
 func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	noAuth, err := ReadSOCKSGreeting(br)
+	method := byte(0)
+	if s.Token != "" {
+		method = 2 // user/password: the token
+	}
+	offered, err := readGreeting(br, method)
 	if err != nil {
 		return
 	}
-	if !noAuth {
+	if !offered {
 		c.Write([]byte{5, 0xff})
 		return
 	}
-	if _, err := c.Write([]byte{5, 0}); err != nil {
+	if _, err := c.Write([]byte{5, method}); err != nil {
+		return
+	}
+	if method == 2 && !socksUserPass(struct {
+		io.Reader
+		io.Writer
+	}{br, c}, s.Token) {
 		return
 	}
 	req, err := ReadSOCKSRequest(br)

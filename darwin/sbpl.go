@@ -1,0 +1,252 @@
+package darwin
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// ProfileInput is what a Seatbelt profile is generated from: the same
+// compiled policy as on Linux, plus the macOS run's specifics.
+type ProfileInput struct {
+	FS *fsrules.Policy
+	// TmpDir is the run's private temporary directory (TMPDIR), writable.
+	TmpDir string
+	// ProxyPort is the proxy's port on localhost; 0 means no network.
+	ProxyPort int
+	// UnixSockets are socket paths the command may connect to
+	// (sandbox.network.allowUnixSockets).
+	UnixSockets []string
+	// LocalBinding lets the command bind and listen on localhost only
+	// (sandbox.network.allowLocalBinding); it never opens egress.
+	LocalBinding bool
+	// TrustdLookup adds com.apple.trustd.agent to the mach services, which
+	// Go TLS clients need (sandbox.enableWeakerNetworkIsolation).
+	TrustdLookup bool
+}
+
+// machServices are the Mach services every profile may look up: name
+// resolution through the proxy needs none, but the system's logging,
+// directory and security services are used by ordinary tools.
+var machServices = []string{
+	"com.apple.system.opendirectoryd.libinfo",
+	"com.apple.system.logger",
+	"com.apple.system.notification_center",
+	"com.apple.distributed_notifications@Uv3",
+	"com.apple.logd",
+	"com.apple.diagnosticd",
+	"com.apple.CoreServices.coreservicesd",
+	"com.apple.coreservices.launchservicesd",
+	"com.apple.SecurityServer",
+	"com.apple.analyticsd",
+	"com.apple.FSEvents",
+	"com.apple.fonts",
+	"com.apple.lsd.mapdb",
+	"com.apple.bsd.dirhelper",
+}
+
+// devWrite are device files a command may write.
+var devWrite = []string{"/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/stdout", "/dev/stderr"}
+
+// ErrUnsafePath is returned for a path that cannot be put in a profile
+// safely: not UTF-8, or holding a control character.
+var ErrUnsafePath = errors.New("path cannot be written into a Seatbelt profile")
+
+// Quote renders s as an SBPL string literal. Backslash and double quote are
+// escaped; any other character stands for itself. Paths that are not UTF-8
+// or hold control characters are refused, so no input can change the
+// profile's structure.
+func Quote(s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("%w: %q is not UTF-8", ErrUnsafePath, s)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return "", fmt.Errorf("%w: %q holds a control character", ErrUnsafePath, s)
+		}
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`, nil
+}
+
+// regexQuote escapes every POSIX extended-regex metacharacter of s.
+func regexQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// profile accumulates rules; each call adds one top-level form.
+type profile struct {
+	b     strings.Builder
+	err   error
+	forms int
+}
+
+func (p *profile) raw(s string) {
+	p.b.WriteString(s)
+	p.b.WriteByte('\n')
+	p.forms++
+}
+
+func (p *profile) comment(s string) { p.b.WriteString(";; " + s + "\n") }
+
+// rule adds (action op filter...) with each filter (kind "path").
+func (p *profile) rule(action, op string, filters [][2]string) {
+	if len(filters) == 0 {
+		return
+	}
+	var parts []string
+	for _, f := range filters {
+		q, err := Quote(f[1])
+		if err != nil {
+			p.err = errors.Join(p.err, err)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("(%s %s)", f[0], q))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
+}
+
+func subpaths(paths []fsrules.Path) [][2]string {
+	var out [][2]string
+	for _, p := range paths {
+		kind := "literal"
+		if p.Dir {
+			kind = "subpath"
+		}
+		out = append(out, [2]string{kind, p.Path})
+	}
+	return out
+}
+
+// Profile renders the policy as a Seatbelt profile. Later rules win over
+// earlier ones, so the order is: deny everything; allow process basics;
+// reads everywhere, minus denyRead, plus allowRead; writes to the writable
+// roots, the private TMPDIR and a few devices, minus denyWrite and the
+// protected names at any depth (regex rules cover names that do not exist
+// yet), plus exact allowWrite of a protected path; network only to the
+// proxy's localhost port and the allowed Unix sockets.
+func Profile(in ProfileInput) (string, error) {
+	if in.FS == nil {
+		return "", errors.New("darwin: no filesystem policy")
+	}
+	p := &profile{}
+	p.b.WriteString(";; sbx Seatbelt profile, generated; do not edit\n")
+	p.raw("(version 1)")
+	p.raw("(deny default)")
+	p.comment("processes: run, fork, and signal only within the sandbox")
+	p.raw("(allow process-exec)")
+	p.raw("(allow process-fork)")
+	p.raw("(allow signal (target same-sandbox))")
+	p.raw("(allow process-info* (target same-sandbox))")
+	p.raw("(allow sysctl-read)")
+	p.raw("(allow iokit-open (iokit-user-client-class \"RootDomainUserClient\"))")
+	p.raw("(allow ipc-posix-shm-read-data ipc-posix-shm-read-metadata (ipc-posix-name \"apple.shm.notification_center\"))")
+	services := append([]string(nil), machServices...)
+	if in.TrustdLookup {
+		services = append(services, "com.apple.trustd.agent")
+	}
+	var mach [][2]string
+	for _, s := range services {
+		mach = append(mach, [2]string{"global-name", s})
+	}
+	p.rule("allow", "mach-lookup", mach)
+
+	p.comment("reads: everywhere, minus denyRead, plus allowRead")
+	p.raw("(allow file-read*)")
+	p.rule("deny", "file-read*", subpaths(in.FS.DenyRead))
+	p.rule("allow", "file-read*", subpaths(in.FS.AllowRead))
+
+	p.comment("writes: the writable roots and the private TMPDIR only")
+	var w [][2]string
+	for _, r := range in.FS.Writable {
+		kind := "subpath"
+		if !r.Dir {
+			kind = "literal"
+		}
+		w = append(w, [2]string{kind, r.Path})
+	}
+	if in.TmpDir != "" {
+		w = append(w, [2]string{"subpath", in.TmpDir})
+	}
+	for _, d := range devWrite {
+		w = append(w, [2]string{"literal", d})
+	}
+	p.rule("allow", "file-write*", w)
+	p.raw(`(allow file-ioctl (literal "/dev/tty") (regex "^/dev/ttys[0-9]+$"))`)
+	p.rule("deny", "file-write*", subpaths(in.FS.DenyWrite))
+	p.comment("protected names, at any depth of every writable root, existing or not")
+	var prot [][2]string
+	for _, r := range in.FS.Writable {
+		if !r.Dir {
+			continue
+		}
+		root := "^" + regexQuote(r.Path)
+		if r.Path == "/" {
+			root = "^"
+		}
+		for _, n := range fsrules.ProtectedFiles() {
+			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + regexQuote(n) + "$"})
+		}
+		for _, n := range fsrules.ProtectedDirs() {
+			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + regexQuote(n) + "(/.*)?$"})
+		}
+		// (.git itself is not denied: git init must stay possible; its hooks
+		// and config are, so on macOS a new repository cannot be created.)
+		for _, n := range []string{`\.git/hooks(/.*)?`, `\.git/config`, `\.config/git(/.*)?`} {
+			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + n + "$"})
+		}
+	}
+	p.rule("deny", "file-write*", prot)
+	var exact [][2]string
+	for _, e := range in.FS.ExactAllow {
+		exact = append(exact, [2]string{"literal", e})
+	}
+	p.rule("allow", "file-write*", exact)
+
+	p.comment("network: only the proxy on localhost, and allowed Unix sockets")
+	if in.ProxyPort > 0 {
+		p.raw(fmt.Sprintf("(allow network-outbound (remote ip \"localhost:%d\"))", in.ProxyPort))
+	}
+	socks := append([]string(nil), in.UnixSockets...)
+	sort.Strings(socks)
+	var us [][2]string
+	for _, s := range socks {
+		us = append(us, [2]string{"subpath", s})
+	}
+	if len(us) > 0 {
+		var parts []string
+		for _, f := range us {
+			q, err := Quote(f[1])
+			if err != nil {
+				p.err = errors.Join(p.err, err)
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("(remote unix-socket (subpath %s))", q))
+		}
+		if len(parts) > 0 {
+			p.raw("(allow network-outbound\n  " + strings.Join(parts, "\n  ") + ")")
+		}
+	}
+	if in.LocalBinding {
+		// Bind and accept on localhost only; no outbound rule is added.
+		p.raw("(allow network-bind (local ip \"localhost:*\"))")
+		p.raw("(allow network-inbound (local ip \"localhost:*\"))")
+	}
+	if p.err != nil {
+		return "", p.err
+	}
+	return p.b.String(), nil
+}

@@ -1,0 +1,293 @@
+package darwin
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func everyKey() ProfileInput {
+	p := func(path string, dir bool) fsrules.Path { return fsrules.Path{Path: path, Exists: true, Dir: dir, Origin: "t"} }
+	return ProfileInput{
+		FS: &fsrules.Policy{
+			Workspace:  "/Users/dev/proj",
+			Writable:   []fsrules.Path{p("/Users/dev/proj", true), p("/Users/dev/.cache/go", true), p("/Users/dev/notes.txt", false)},
+			ExactAllow: []string{"/Users/dev/proj/.envrc"},
+			DenyWrite:  []fsrules.Path{p("/Users/dev/proj/vendor", true), {Path: "/Users/dev/proj/new", Origin: "t"}},
+			DenyRead:   []fsrules.Path{p("/Users/dev/.ssh", true), p("/Users/dev/proj/.env", false)},
+			AllowRead:  []fsrules.Path{p("/Users/dev/.ssh/known_hosts", false)},
+		},
+		TmpDir:       "/private/var/folders/xy/T/sbx-run",
+		ProxyPort:    40123,
+		UnixSockets:  []string{"/var/run/docker.sock"},
+		LocalBinding: true,
+		TrustdLookup: true,
+	}
+}
+
+func TestProfileGolden(t *testing.T) {
+	tests := map[string]ProfileInput{
+		"default": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
+			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
+		"every-key": everyKey(),
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Profile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".sb")
+			if *update {
+				os.WriteFile(path, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("profile (-want +got):\n%s", diff)
+			}
+			if _, err := parseSexprs(got); err != nil {
+				t.Errorf("profile does not parse: %v", err)
+			}
+		})
+	}
+}
+
+func TestProfileMapping(t *testing.T) {
+	prof, err := Profile(everyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`(deny default)`,
+		`(allow file-read*)`,
+		`(deny file-read*` + "\n" + `  (subpath "/Users/dev/.ssh")`,
+		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
+		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/T/sbx-run")`, `(literal "/Users/dev/notes.txt")`,
+		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new"))`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.bashrc$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.vscode(/.*)?$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.git/hooks(/.*)?$")`,
+		`(allow file-write*` + "\n" + `  (literal "/Users/dev/proj/.envrc"))`,
+		`(allow network-outbound (remote ip "localhost:40123"))`,
+		`(remote unix-socket (subpath "/var/run/docker.sock"))`,
+		`(allow network-bind (local ip "localhost:*"))`,
+		`(global-name "com.apple.trustd.agent")`,
+	} {
+		if !strings.Contains(prof, want) {
+			t.Errorf("profile lacks %s", want)
+		}
+	}
+	// Local binding never opens egress.
+	if strings.Count(prof, "network-outbound") != 2 {
+		t.Errorf("unexpected outbound rules:\n%s", prof)
+	}
+	// No network without a proxy.
+	in := everyKey()
+	in.ProxyPort, in.UnixSockets, in.LocalBinding = 0, nil, false
+	prof, _ = Profile(in)
+	if strings.Contains(prof, "network-outbound") || strings.Contains(prof, "network-bind") {
+		t.Errorf("network allowed without a proxy:\n%s", prof)
+	}
+	// Every protected name is covered, at any depth.
+	for _, n := range append(fsrules.ProtectedFiles(), fsrules.ProtectedDirs()...) {
+		if !strings.Contains(prof, regexQuote(n)) && !strings.Contains(prof, strings.ReplaceAll(regexQuote(n), `\`, `\\`)) {
+			t.Errorf("protected name %s not covered", n)
+		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for _, s := range []string{`plain`, `with "quote"`, `back\slash`, `paren(s)`, `semi;colon`, `ü`} {
+		q, err := Quote(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseSexprs("(x " + q + ")")
+		if err != nil || len(got) != 1 || len(got[0].list) != 2 || got[0].list[1].str != s || !got[0].list[1].isStr {
+			t.Errorf("Quote(%q) = %s does not read back: %+v %v", s, q, got, err)
+		}
+	}
+	for _, s := range []string{"new\nline", "\xff", "tab\tx", "nul\x00"} {
+		if _, err := Quote(s); !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("Quote(%q) accepted", s)
+		}
+	}
+}
+
+// FuzzProfile feeds arbitrary paths into every slot of a profile. Either
+// the profile is refused, or it parses and every path comes back byte for
+// byte as a string literal, and the number of rules is what the policy
+// asked for.
+func FuzzProfile(f *testing.F) {
+	f.Add("/a/b", "/c\"d", "/e\\f", "/g)h(", "/sock")
+	f.Add("/x\ny", "/\xff", "/ok", "/ok2", "/s;t")
+	f.Fuzz(func(t *testing.T, ws, deny, read, allowRead, sock string) {
+		if !strings.HasPrefix(ws, "/") {
+			ws = "/" + ws
+		}
+		in := ProfileInput{
+			FS: &fsrules.Policy{
+				Workspace: ws,
+				Writable:  []fsrules.Path{{Path: ws, Dir: true, Exists: true}},
+				DenyWrite: []fsrules.Path{{Path: deny, Dir: true, Exists: true}},
+				DenyRead:  []fsrules.Path{{Path: read, Exists: true}},
+				AllowRead: []fsrules.Path{{Path: allowRead, Exists: true}},
+			},
+			TmpDir: "/tmp/run", ProxyPort: 1234, UnixSockets: []string{sock},
+		}
+		prof, err := Profile(in)
+		if err != nil {
+			if !errors.Is(err, ErrUnsafePath) {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			return
+		}
+		forms, err := parseSexprs(prof)
+		if err != nil {
+			t.Fatalf("profile does not parse: %v\n%s", err, prof)
+		}
+		var strs []string
+		for _, f := range forms {
+			f.strings(&strs)
+		}
+		for _, p := range []string{ws, deny, read, allowRead, sock} {
+			if !slices.Contains(strs, p) {
+				t.Fatalf("path %q does not come back; strings %q", p, strs)
+			}
+		}
+		base, _ := Profile(ProfileInput{FS: &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{{Path: "/w", Dir: true, Exists: true}},
+			DenyWrite: []fsrules.Path{{Path: "/d", Dir: true}}, DenyRead: []fsrules.Path{{Path: "/r"}}, AllowRead: []fsrules.Path{{Path: "/a"}}},
+			TmpDir: "/tmp/run", ProxyPort: 1234, UnixSockets: []string{"/s"}})
+		baseForms, _ := parseSexprs(base)
+		if len(forms) != len(baseForms) {
+			t.Fatalf("%d top-level forms, want %d: a path changed the structure\n%s", len(forms), len(baseForms), prof)
+		}
+	})
+}
+
+// sexpr is a parsed s-expression: a list, a string literal or an atom.
+type sexpr struct {
+	list  []*sexpr
+	str   string
+	isStr bool
+	atom  string
+}
+
+func (s *sexpr) strings(out *[]string) {
+	if s.isStr {
+		*out = append(*out, s.str)
+	}
+	for _, c := range s.list {
+		c.strings(out)
+	}
+}
+
+// parseSexprs is a small reader for SBPL: lists, "strings" with \\ and \"
+// escapes, atoms, and ; comments.
+func parseSexprs(src string) ([]*sexpr, error) {
+	pos := 0
+	var parse func() (*sexpr, error)
+	skip := func() {
+		for pos < len(src) {
+			switch {
+			case src[pos] == ';':
+				for pos < len(src) && src[pos] != '\n' {
+					pos++
+				}
+			case strings.IndexByte(" \t\n\r", src[pos]) >= 0:
+				pos++
+			default:
+				return
+			}
+		}
+	}
+	parse = func() (*sexpr, error) {
+		skip()
+		if pos >= len(src) {
+			return nil, fmt.Errorf("unexpected end")
+		}
+		switch src[pos] {
+		case '(':
+			pos++
+			e := &sexpr{list: []*sexpr{}}
+			for {
+				skip()
+				if pos >= len(src) {
+					return nil, fmt.Errorf("unclosed list")
+				}
+				if src[pos] == ')' {
+					pos++
+					return e, nil
+				}
+				c, err := parse()
+				if err != nil {
+					return nil, err
+				}
+				e.list = append(e.list, c)
+			}
+		case ')':
+			return nil, fmt.Errorf("unexpected ) at %d", pos)
+		case '"':
+			pos++
+			var b strings.Builder
+			for {
+				if pos >= len(src) {
+					return nil, fmt.Errorf("unclosed string")
+				}
+				c := src[pos]
+				pos++
+				if c == '"' {
+					return &sexpr{str: b.String(), isStr: true}, nil
+				}
+				if c == '\\' {
+					if pos >= len(src) {
+						return nil, fmt.Errorf("dangling escape")
+					}
+					n := src[pos]
+					pos++
+					if n != '\\' && n != '"' {
+						return nil, fmt.Errorf("unknown escape \\%c", n)
+					}
+					b.WriteByte(n)
+					continue
+				}
+				if c == '\n' {
+					return nil, fmt.Errorf("newline in string")
+				}
+				b.WriteByte(c)
+			}
+		default:
+			start := pos
+			for pos < len(src) && strings.IndexByte(" \t\n\r()\";", src[pos]) < 0 {
+				pos++
+			}
+			return &sexpr{atom: src[start:pos]}, nil
+		}
+	}
+	var out []*sexpr
+	for {
+		skip()
+		if pos >= len(src) {
+			return out, nil
+		}
+		e, err := parse()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+}
