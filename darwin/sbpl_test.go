@@ -18,7 +18,9 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func everyKey() ProfileInput {
-	p := func(path string, dir bool) fsrules.Path { return fsrules.Path{Path: path, Exists: true, Dir: dir, Origin: "t"} }
+	p := func(path string, dir bool) fsrules.Path {
+		return fsrules.Path{Path: path, Exists: true, Dir: dir, Origin: "t"}
+	}
 	return ProfileInput{
 		FS: &fsrules.Policy{
 			Workspace:  "/Users/dev/proj",
