@@ -13,6 +13,7 @@ require (
 require (
 	github.com/elazarl/goproxy v1.9.4
 	github.com/google/go-cmp v0.7.0
+	golang.org/x/term v0.48.0
 	mvdan.cc/sh/v3 v3.14.1
 )
 

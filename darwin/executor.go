@@ -1,27 +1,42 @@
-// Package darwin will be sbx's macOS executor: the compiled policy rendered
-// as a Seatbelt (SBPL) profile and run with sandbox-exec. It is not
-// implemented yet: [Executor.Run] refuses with a clear error, so sbx never
-// runs a command unsandboxed on macOS by surprise.
+// Package darwin is sbx's macOS executor: the compiled policy rendered as a
+// Seatbelt (SBPL) profile ([Profile], pure Go, golden-tested on Linux) and
+// run with /usr/bin/sandbox-exec, network only through sbx's proxy on a
+// per-run localhost port that requires a per-run token.
 package darwin
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"net/netip"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/proxy"
 )
 
-// ErrNotImplemented is returned by every run on macOS for now.
-var ErrNotImplemented = fmt.Errorf("%w: the macOS (Seatbelt) sandbox is not supported yet: %w", pipeline.ErrUnavailable, errors.ErrUnsupported)
+// SandboxExec is the sandbox-exec binary.
+const SandboxExec = "/usr/bin/sandbox-exec"
 
-// Executor is the macOS executor. It implements [pipeline.Executor].
-type Executor struct{}
-
-var _ pipeline.Executor = Executor{}
-
-// Run implements [pipeline.Executor]; it always fails with
-// [ErrNotImplemented].
-func (Executor) Run(context.Context, *pipeline.Spec, pipeline.Stdio) (*pipeline.Result, error) {
-	return nil, ErrNotImplemented
+// Executor runs commands under sandbox-exec. It implements
+// [pipeline.Executor] on macOS; elsewhere Run refuses.
+type Executor struct {
+	// StateDir holds per-run state; required.
+	StateDir string
+	// Audit receives the proxy's events; nil drops them.
+	Audit func(proxy.Event)
+	// Ask decides a host no rule names when the network policy is not
+	// strict; nil denies.
+	Ask func(host string, port int) bool
+	// Resolve replaces the system resolver in the proxy; nil means the
+	// system resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Secrets are the masked credentials the proxy injects for their hosts.
+	Secrets []*creds.Secret
+	// UnixSockets may be connected to (sandbox.network.allowUnixSockets).
+	UnixSockets []string
+	// LocalBinding allows bind/listen on localhost (allowLocalBinding).
+	LocalBinding bool
+	// TrustdLookup allows com.apple.trustd.agent (enableWeakerNetworkIsolation).
+	TrustdLookup bool
 }
+
+var _ pipeline.Executor = (*Executor)(nil)

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package main
 
@@ -26,7 +26,7 @@ type backend struct{}
 
 func newBackend(bwrapPath, stateDir string) *backend { return &backend{} }
 
-func (b *backend) executor() pipeline.Executor { return darwin.Executor{} }
+func (b *backend) executor() pipeline.Executor { return &darwin.Executor{} }
 
 func (b *backend) setAudit(func(proxy.Event)) {}
 
@@ -41,12 +41,12 @@ type otherReport struct {
 }
 
 func (b *backend) doctor(context.Context) any {
-	return &otherReport{OS: runtime.GOOS, Detail: darwin.ErrNotImplemented.Error()}
+	return &otherReport{OS: runtime.GOOS, Detail: darwin.ErrNotDarwin.Error()}
 }
 
 func (b *backend) usable(any) bool { return false }
 
-func (b *backend) clean() (any, error) { return nil, darwin.ErrNotImplemented }
+func (b *backend) clean() (any, error) { return nil, darwin.ErrNotDarwin }
 
 // isTerminal is false where sbx cannot run commands anyway.
 func isTerminal(io.Reader) bool { return false }

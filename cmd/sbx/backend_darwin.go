@@ -1,0 +1,66 @@
+//go:build darwin
+
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"runtime"
+
+	"golang.org/x/term"
+
+	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/darwin"
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/proxy"
+)
+
+const initArg = "__sbx_init"
+
+// sandboxSupported says this platform has a sandbox backend.
+const sandboxSupported = true
+
+func initMain() int { return exitSbxError }
+
+func closeLeakedFDs() {}
+
+type backend struct{ exec *darwin.Executor }
+
+func newBackend(_ string, stateDir string) *backend {
+	return &backend{exec: &darwin.Executor{StateDir: stateDir}}
+}
+
+func (b *backend) executor() pipeline.Executor { return b.exec }
+
+func (b *backend) setAudit(f func(proxy.Event)) { b.exec.Audit = f }
+
+func (b *backend) setAsk(f func(string, int) bool) { b.exec.Ask = f }
+
+func (b *backend) setSecrets(s []*creds.Secret) { b.exec.Secrets = s }
+
+type darwinReport struct {
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	Usable bool   `json:"usable"`
+	Detail string `json:"detail"`
+}
+
+func (b *backend) doctor(context.Context) any {
+	ok, detail := darwin.DoctorCheck()
+	return &darwinReport{OS: runtime.GOOS, Arch: runtime.GOARCH, Usable: ok, Detail: detail}
+}
+
+func (b *backend) usable(rep any) bool { return rep.(*darwinReport).Usable }
+
+func (b *backend) clean() (any, error) { return map[string]string{"clean": "nothing to clean on macOS"}, nil }
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func isTerminalW(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

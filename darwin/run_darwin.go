@@ -1,0 +1,131 @@
+//go:build darwin
+
+package darwin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/proxy"
+)
+
+// Run implements [pipeline.Executor]: a private TMPDIR, the proxy on a
+// per-run localhost port with a per-run token, the profile, and
+// sandbox-exec.
+func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	if _, err := os.Stat(SandboxExec); err != nil {
+		return nil, fmt.Errorf("%w: %s not found: %v", pipeline.ErrUnavailable, SandboxExec, err)
+	}
+	if s.FS == nil || len(s.Argv) == 0 {
+		return nil, errors.New("darwin: spec needs a filesystem policy and a command")
+	}
+	tmp, err := os.MkdirTemp("", "sbx-run-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
+		return nil, err
+	}
+	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: e.UnixSockets, LocalBinding: e.LocalBinding, TrustdLookup: e.TrustdLookup}
+	env := append(append([]string(nil), s.Env...), "TMPDIR="+tmp+"/")
+	if s.Net != nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("darwin: proxy: %w", err)
+		}
+		tok := make([]byte, 16)
+		rand.Read(tok)
+		token := hex.EncodeToString(tok)
+		srv := &proxy.Server{Rules: s.Net.Rules, Strict: s.Net.Strict, Ask: e.Ask, Resolve: e.Resolve,
+			Audit: e.Audit, Secrets: e.Secrets, Token: token}
+		for _, sec := range e.Secrets {
+			if sec.Placeholder != "" && len(sec.Hosts) > 0 {
+				ca, err := proxy.NewCA()
+				if err != nil {
+					return nil, err
+				}
+				caFile, bundle := filepath.Join(tmp, "sbx-ca.pem"), filepath.Join(tmp, "sbx-bundle.pem")
+				os.WriteFile(caFile, ca.PEM, 0o644)
+				os.WriteFile(bundle, ca.Bundle(), 0o644)
+				srv.CA = ca
+				env = proxy.TrustEnv(env, caFile, bundle)
+				break
+			}
+		}
+		go srv.Serve(ln)
+		defer srv.Close()
+		in.ProxyPort = ln.Addr().(*net.TCPAddr).Port
+		env = proxy.EnvAuth(env, in.ProxyPort, in.ProxyPort, false, token)
+	}
+	prof, err := Profile(in)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(SandboxExec, append([]string{"-p", prof, "--"}, s.Argv...)...)
+	cmd.Env, cmd.Dir = env, s.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if s.Timeout > 0 {
+		t := time.NewTimer(s.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	res := &pipeline.Result{}
+	for {
+		select {
+		case sig := <-sigs:
+			syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal))
+		case <-timeout:
+			res.TimedOut = true
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			timeout = nil
+		case <-ctx.Done():
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			return nil, ctx.Err()
+		case <-done:
+			// Nothing the command started may outlive it.
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			st := cmd.ProcessState
+			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.ExitCode = 128 + int(ws.Signal())
+			} else {
+				res.ExitCode = st.ExitCode()
+			}
+			return res, nil
+		}
+	}
+}
+
+// DoctorCheck reports whether sandbox-exec is present and applies a profile.
+func DoctorCheck() (ok bool, detail string) {
+	if _, err := os.Stat(SandboxExec); err != nil {
+		return false, SandboxExec + " not found"
+	}
+	out, err := exec.Command(SandboxExec, "-p", "(version 1)(allow default)", "/usr/bin/true").CombinedOutput()
+	if err != nil {
+		return false, fmt.Sprintf("sandbox-exec cannot apply a profile: %v %s", err, out)
+	}
+	return true, SandboxExec + " applies profiles"
+}
