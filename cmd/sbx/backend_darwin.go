@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
 	"github.com/sbx-sandbox/sbx/proxy"
 )
 
@@ -53,7 +54,9 @@ func (b *backend) doctor(context.Context) any {
 
 func (b *backend) usable(rep any) bool { return rep.(*darwinReport).Usable }
 
-func (b *backend) clean() (any, error) { return map[string]string{"clean": "nothing to clean on macOS"}, nil }
+func (b *backend) clean() (any, error) {
+	return map[string]string{"clean": "nothing to clean on macOS"}, nil
+}
 
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
@@ -63,4 +66,13 @@ func isTerminal(r io.Reader) bool {
 func isTerminalW(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// platformSettings applies the macOS-only network settings.
+func (b *backend) platformSettings(st *settings.Settings, _ io.Writer) {
+	for _, e := range st.AllowUnixSockets {
+		b.exec.UnixSockets = append(b.exec.UnixSockets, e.Value)
+	}
+	b.exec.LocalBinding = st.AllowLocalBinding.Or(false)
+	b.exec.TrustdLookup = st.EnableWeakerNetworkIsolation.Or(false)
 }

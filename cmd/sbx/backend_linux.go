@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
 	"github.com/sbx-sandbox/sbx/proxy"
 )
 
@@ -71,4 +73,21 @@ func isTerminal(r io.Reader) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// platformSettings applies or reports the settings only some platforms
+// honour.
+func (b *backend) platformSettings(st *settings.Settings, stderr io.Writer) {
+	for _, k := range []struct {
+		set  bool
+		name string
+	}{
+		{len(st.AllowUnixSockets) > 0, "sandbox.network.allowUnixSockets"},
+		{st.AllowLocalBinding.Or(false), "sandbox.network.allowLocalBinding"},
+		{st.EnableWeakerNetworkIsolation.Or(false), "sandbox.enableWeakerNetworkIsolation"},
+	} {
+		if k.set {
+			fmt.Fprintf(stderr, "sbx: warning: %s is macOS only; ignored on Linux (stricter)\n", k.name)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
 	"github.com/sbx-sandbox/sbx/proxy"
 )
 
@@ -53,3 +54,5 @@ func isTerminal(io.Reader) bool { return false }
 
 // isTerminalW is false where sbx cannot run commands anyway.
 func isTerminalW(io.Writer) bool { return false }
+
+func (b *backend) platformSettings(*settings.Settings, io.Writer) {}

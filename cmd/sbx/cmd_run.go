@@ -174,6 +174,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	}
 
 	b := newBackend(st.BwrapPath.V, pipeline.StateDir(os.Getenv, home))
+	b.platformSettings(st, stderr)
 	b.setSecrets(masked.Secrets)
 	// What sbx hands back is redacted; a terminal is passed through as is
 	// (the command never holds a real value to print).

@@ -59,6 +59,7 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 		return nil, nil, err
 	}
 	b := newBackend(s.st.BwrapPath.V, pipeline.StateDir(os.Getenv, s.home))
+	b.platformSettings(s.st, stderr)
 	cleanup := func() {}
 	if t.audit != "" {
 		a, err := openAudit(t.audit)

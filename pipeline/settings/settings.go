@@ -147,6 +147,11 @@ type Settings struct {
 	AllowedDomains, DeniedDomains []Entry
 	StrictAllowlist               Bool
 	AllowManagedDomainsOnly       Bool
+	// macOS only: Unix sockets the command may connect to, localhost
+	// binding, and trustd lookups for Go TLS clients.
+	AllowUnixSockets             []Entry
+	AllowLocalBinding            Bool
+	EnableWeakerNetworkIsolation Bool
 
 	TrustedProjects []Entry
 
@@ -504,6 +509,9 @@ func (s *Settings) apply(f *File) {
 	listKey("sandbox.filesystem.allowRead", &s.AllowRead)
 	boolKey("sandbox.filesystem.allowManagedReadPathsOnly", &s.AllowManagedReadPathsOnly)
 	listKey("sandbox.network.allowedDomains", &s.AllowedDomains)
+	listKey("sandbox.network.allowUnixSockets", &s.AllowUnixSockets)
+	boolKey("sandbox.network.allowLocalBinding", &s.AllowLocalBinding)
+	boolKey("sandbox.enableWeakerNetworkIsolation", &s.EnableWeakerNetworkIsolation)
 	listKey("sandbox.network.deniedDomains", &s.DeniedDomains)
 	s.webFetchRules(f)
 	boolKey("sandbox.network.strictAllowlist", &s.StrictAllowlist)
