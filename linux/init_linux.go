@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -43,8 +44,11 @@ func Init() int {
 		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
 		return ExitInitFailed
 	}
-	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs)
+	// Only SIGCHLD and the signals worth forwarding: notifying every signal
+	// would also deliver the runtime's own SIGURG preemption signals, which
+	// can fill the channel and make a SIGCHLD be dropped.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD, syscall.SIGALRM}, forwarded...)...)
 	// Nothing the caller leaked may reach the command.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: close_range: %v\n", err)
@@ -81,20 +85,26 @@ func Init() int {
 		}
 		return ExitInitFailed
 	}
-	for sig := range sigs {
-		s := sig.(syscall.Signal)
-		switch s {
-		case syscall.SIGCHLD:
+	// A lost SIGCHLD must not leave the sandbox hanging: reap on a timer too.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case sig := <-sigs:
+			s := sig.(syscall.Signal)
+			if s == syscall.SIGCHLD {
+				if status, done := reap(pid); done {
+					return status
+				}
+				continue
+			}
+			_ = unix.Kill(-pid, s)
+		case <-tick.C:
 			if status, done := reap(pid); done {
 				return status
 			}
-		case syscall.SIGURG, syscall.SIGPIPE:
-			// SIGURG is the Go runtime's own preemption signal.
-		default:
-			_ = unix.Kill(-pid, s)
 		}
 	}
-	return ExitInitFailed
 }
 
 func readSpec() (*InitSpec, error) {

@@ -406,6 +406,9 @@ type countConn struct {
 	report   func(up, down int64)
 	check    *firstCheck
 	refused  func(error) // called once when check refuses the tunnel
+	// active counts copies in flight (splices report their bytes only
+	// when they end), so the report waits for them (at most 2 s).
+	active atomic.Int32
 }
 
 func (c *countConn) Read(p []byte) (int, error) {
@@ -440,7 +443,13 @@ func (c *countConn) Write(p []byte) (int, error) {
 
 func (c *countConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.report(c.up.Load(), c.down.Load()) })
+	// Closing ends the copies in flight; report once they have counted.
+	go c.once.Do(func() {
+		for i := 0; i < 400 && c.active.Load() > 0; i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		c.report(c.up.Load(), c.down.Load())
+	})
 	return err
 }
 
@@ -462,6 +471,8 @@ func (c *countConn) CloseRead() error {
 
 // ReadFrom keeps splice and sendfile paths of the wrapped connection.
 func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
+	c.active.Add(1)
+	defer c.active.Add(-1)
 	var total int64
 	if c.check != nil && !c.check.done {
 		buf := make([]byte, 16<<10)
@@ -488,6 +499,8 @@ func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
 
 // WriteTo keeps splice paths of the wrapped connection.
 func (c *countConn) WriteTo(w io.Writer) (int64, error) {
+	c.active.Add(1)
+	defer c.active.Add(-1)
 	// Hand the raw connection to a ReaderFrom (frontConn splices from it).
 	if rf, ok := w.(io.ReaderFrom); ok {
 		n, err := rf.ReadFrom(c.Conn)
