@@ -155,7 +155,7 @@ func TestSecretNotInSandboxProcesses(t *testing.T) {
 		t.Fatal("never ready")
 	}
 	scanned := 0
-	for _, pid := range descendants(cmd.Process.Pid) {
+	for _, pid := range Descendants(cmd.Process.Pid) {
 		for _, f := range []string{"cmdline", "environ"} {
 			data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), f))
 			if err != nil {
@@ -170,34 +170,4 @@ func TestSecretNotInSandboxProcesses(t *testing.T) {
 	if scanned < 6 {
 		t.Errorf("scanned only %d files", scanned)
 	}
-}
-
-// descendants lists the processes below pid (not pid itself).
-func descendants(root int) []int {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
-			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
-				ppid, _ := strconv.Atoi(f[1])
-				children[ppid] = append(children[ppid], pid)
-			}
-		}
-	}
-	var out []int
-	queue := []int{root}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
 }

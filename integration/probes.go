@@ -309,22 +309,6 @@ func probeUnixSockets(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	res.Steps = append(res.Steps, st)
 }
 
-// pidsWith lists host processes whose command line contains marker.
-func pidsWith(marker string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); bytes.Contains(b, []byte(marker)) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 func probeProcesses(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	pid := strconv.Itoa(os.Getpid())
 	hostMarker := "4" + pid + ".25"
@@ -343,10 +327,10 @@ func probeProcesses(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 		pattern, host.Process.Pid, inner, inner)})
 	st.check("the host process is invisible in the sandbox", strings.HasPrefix(strings.TrimSpace(st.content()), "0") && !strings.Contains(st.content(), "host-pid-visible"), st.content())
 	deadline := time.Now().Add(5 * time.Second)
-	for len(pidsWith(inner)) > 0 && time.Now().Before(deadline) {
+	for len(PidsWith(inner)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	st.check("nothing the command started survives the sandbox", len(pidsWith(inner)) == 0, fmt.Sprintf("pids=%v", pidsWith(inner)))
+	st.check("nothing the command started survives the sandbox", len(PidsWith(inner)) == 0, fmt.Sprintf("pids=%v", PidsWith(inner)))
 	res.Steps = append(res.Steps, st)
 }
 

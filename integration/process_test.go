@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -113,23 +112,6 @@ func TestNoNetwork(t *testing.T) {
 	}
 }
 
-// processesWith lists host pids whose command line contains marker.
-func processesWith(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if bytes.Contains(cmdline, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // waitFor polls cond every 20 ms for at most d.
 func waitFor(d time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -154,8 +136,8 @@ func TestTimeoutKillsTheTree(t *testing.T) {
 	if !strings.Contains(r.stderr, "timed out") {
 		t.Errorf("stderr = %q", r.stderr)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-		t.Errorf("processes survived the timeout: %v", processesWith(marker))
+	if !waitFor(5*time.Second, func() bool { return len(PidsWith(marker)) == 0 }) {
+		t.Errorf("processes survived the timeout: %v", PidsWith(marker))
 	}
 }
 
@@ -166,8 +148,8 @@ func TestBackgroundProcessesDieWithCommand(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "started") {
 		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-		t.Errorf("processes outlived the sandbox: %v", processesWith(marker))
+	if !waitFor(5*time.Second, func() bool { return len(PidsWith(marker)) == 0 }) {
+		t.Errorf("processes outlived the sandbox: %v", PidsWith(marker))
 	}
 }
 
@@ -219,8 +201,8 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-		t.Errorf("sandboxed processes survived SIGKILL of sbx: %v", processesWith(marker))
+	if !waitFor(5*time.Second, func() bool { return len(PidsWith(marker)) == 0 }) {
+		t.Errorf("sandboxed processes survived SIGKILL of sbx: %v", PidsWith(marker))
 	}
 	// A later run cleans up what the killed one left.
 	r := e.sbx("doctor", "--clean", "--json")

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/integration"
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -170,7 +171,7 @@ func peakRSS(argv []string) float64 {
 		case <-time.After(10 * time.Millisecond):
 		}
 		var sum int64
-		for _, pid := range tree(cmd.Process.Pid) {
+		for _, pid := range append([]int{cmd.Process.Pid}, integration.Descendants(cmd.Process.Pid)...) {
 			status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 			if err != nil {
 				continue
@@ -190,33 +191,6 @@ func peakRSS(argv []string) float64 {
 		}
 		peak = max(peak, sum)
 	}
-}
-
-// tree lists pid and its descendants.
-func tree(root int) []int {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) > 1 {
-			ppid, _ := strconv.Atoi(f[1])
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	out := []int{root}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
 }
 
 // mitmRunner returns a function that downloads through sbx with a masked

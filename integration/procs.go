@@ -1,0 +1,52 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Descendants lists the processes below pid (not pid itself), from /proc.
+func Descendants(root int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				ppid, _ := strconv.Atoi(f[1])
+				children[ppid] = append(children[ppid], pid)
+			}
+		}
+	}
+	var out []int
+	for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// PidsWith lists the host processes whose command line contains marker.
+func PidsWith(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); bytes.Contains(b, []byte(marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
