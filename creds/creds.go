@@ -75,7 +75,7 @@ type Config struct {
 var namePattern = regexp.MustCompile(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN)(S)?($|_)`)
 
 // locationSuffix marks names that hold where a secret is, not the secret.
-var locationSuffix = regexp.MustCompile(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|URL_PATH)$`)
+var locationSuffix = regexp.MustCompile(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|BUNDLE|REGION|ENDPOINT|ENDPOINT_URL|PROFILE)$`)
 
 // secretNames are well-known secret variables.
 var secretNames = []string{"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",

@@ -22,6 +22,7 @@ func TestClassify(t *testing.T) {
 		{"ANTHROPIC_API_KEY", "x", true}, {"NPM_TOKEN", "x", true}, {"SENTRY_DSN", "x", true},
 		{"HOME", "/root", false}, {"PWD", "/x", false}, {"PATH", "/bin", false}, {"AWS_REGION", "eu-west-1", false},
 		{"SSH_AUTH_SOCK", "/tmp/x", false}, {"KEY_PATH", "/k", false}, {"GPG_KEY_ID", "ABC", false},
+		{"AWS_CA_BUNDLE", "/etc/ssl/ca.pem", false}, {"AWS_ENDPOINT_URL", "http://localhost:4566", false},
 		{"EMPTY_TOKEN", "", false},
 		{"GREETING", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", true},
 		{"X", "AKIAABCDEFGHIJKLMNOP", true},
