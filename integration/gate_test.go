@@ -142,3 +142,26 @@ func TestRunGoesThroughTheGate(t *testing.T) {
 	}
 	assertAbsent(t, e.path("marker"))
 }
+
+// The Read tool runs on the host, yet what the sandbox hides stays hidden,
+// even in bypassPermissions mode.
+func TestReadToolHonoursDenyRead(t *testing.T) {
+	e := newEnv(t)
+	home, err := os.MkdirTemp("/var/tmp", "sbx-it-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+	e.home = home
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("SECRET-KEY"), 0o600)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("PUBLIC"), 0o644)
+	r := e.tool(`{"type":"tool_use","id":"r1","name":"Read","input":{"file_path":"`+filepath.Join(home, ".ssh", "id_ed25519")+`"}}`, "--mode", "bypassPermissions")
+	if strings.Contains(r.stdout, "SECRET-KEY") || !strings.Contains(r.stdout, "hidden by the sandbox policy") {
+		t.Errorf("credential file read through the Read tool: %s", r.stdout)
+	}
+	r = e.tool(`{"type":"tool_use","id":"r2","name":"Read","input":{"file_path":"`+filepath.Join(home, ".ssh", "known_hosts")+`"}}`, "--mode", "bypassPermissions")
+	if !strings.Contains(r.stdout, "PUBLIC") {
+		t.Errorf("re-opened file not readable: %s", r.stdout)
+	}
+}

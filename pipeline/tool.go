@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -188,6 +189,19 @@ func (r *Runner) runRead(call *Call) *ToolResult {
 	p := call.str("file_path")
 	if !strings.HasPrefix(p, "/") {
 		return errResult(call.ID, "InputValidationError: file_path must be absolute")
+	}
+	// The Read tool runs on the host, but what the sandbox hides (denyRead,
+	// the credential files) stays hidden from it too.
+	if r.FS != nil {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			real = p
+		}
+		for _, cand := range []string{p, real} {
+			if hiddenByPolicy(r.FS, cand) {
+				return errResult(call.ID, fmt.Sprintf("Error: %s is hidden by the sandbox policy (denyRead); re-open it with allowRead", p))
+			}
+		}
 	}
 	data, err := os.ReadFile(p)
 	if err != nil {
@@ -421,4 +435,21 @@ func (b *capBuffer) String() string {
 		return b.buf.String() + fmt.Sprintf("\n[sbx: %d more bytes of output were discarded]", b.dropped)
 	}
 	return b.buf.String()
+}
+
+// hiddenByPolicy reports whether the filesystem policy hides p: inside a
+// denyRead path and not re-opened by a more specific allowRead.
+func hiddenByPolicy(pol *fsrules.Policy, p string) bool {
+	deny, allow := "", ""
+	for _, d := range pol.DenyRead {
+		if fsrules.Within(p, d.Path) && len(d.Path) > len(deny) {
+			deny = d.Path
+		}
+	}
+	for _, a := range pol.AllowRead {
+		if fsrules.Within(p, a.Path) && len(a.Path) > len(allow) {
+			allow = a.Path
+		}
+	}
+	return deny != "" && len(allow) <= len(deny)
 }
