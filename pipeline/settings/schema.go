@@ -37,7 +37,6 @@ func ifFalse(n *Node) bool      { return n.Kind == KindBool && !n.Bool }
 func ifNonEmpty(n *Node) bool   { return len(n.Elems) > 0 }
 func ifNotDefault(n *Node) bool { return n.Kind != KindNull }
 
-
 // objects are the keys whose value is an object of further known keys.
 // An unknown key inside one of them is an error: a misspelt denyWrite must
 // never be ignored.
