@@ -31,11 +31,12 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
 	b := newBackend("", pipeline.StateDir(os.Getenv, home))
 	if *clean {
 		rep, err := b.clean()
-		if *asJSON {
-			json.NewEncoder(stdout).Encode(rep)
-		} else {
-			fmt.Fprintf(stdout, "clean: %+v\n", rep)
+		enc := json.NewEncoder(stdout)
+		if !*asJSON {
+			enc.SetIndent("", "  ")
+			fmt.Fprintln(stdout, "sbx doctor --clean: what killed runs left behind, and what was done with it:")
 		}
+		enc.Encode(rep)
 		if err != nil {
 			return 1, err
 		}
