@@ -53,6 +53,8 @@ type Host struct {
 	// Glob expands a deny pattern containing wildcards; nil means
 	// doublestar.FilepathGlob.
 	Glob func(pattern string) ([]string, error)
+	// ReadFile reads a small file (a .git pointer); nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
 }
 
 // Path is one compiled path.
@@ -100,6 +102,13 @@ func (h *Host) lstat(p string) (fs.FileInfo, error) {
 		return h.Lstat(p)
 	}
 	return os.Lstat(p)
+}
+
+func (h *Host) readFile(p string) ([]byte, error) {
+	if h.ReadFile != nil {
+		return h.ReadFile(p)
+	}
+	return os.ReadFile(p)
 }
 
 func (h *Host) glob(p string) ([]string, error) {
@@ -271,6 +280,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 	})
 
 	writable := append([]Path{{Path: ws, Exists: true, Dir: true, Origin: "workspace"}}, allowWrite...)
+	writable = append(writable, c.gitDirsOutside(ws)...)
 	for _, w := range writable {
 		if !w.Exists {
 			c.warnf("%s: allowWrite %s does not exist; ignored", w.Origin, w.Path)
@@ -334,4 +344,41 @@ func dedupe(ps []Path) []Path {
 		seen[p.Path] = true
 		return false
 	})
+}
+
+// gitDirsOutside returns the git directory and common directory of a
+// workspace whose .git is a pointer file (a linked worktree, a submodule)
+// to a directory outside the workspace: git must write there (index,
+// objects, refs) for commits to work. Their hooks and config stay
+// read-only like any git directory's.
+func (c *compiler) gitDirsOutside(ws string) []Path {
+	data, err := c.host.readFile(filepath.Join(ws, ".git"))
+	if err != nil {
+		return nil // no .git, or a directory: nothing outside
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	if !ok {
+		return nil
+	}
+	gitDir := strings.TrimSpace(line)
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(ws, gitDir)
+	}
+	var out []Path
+	add := func(p string) {
+		rp, exists, err := c.host.resolve(filepath.Clean(p))
+		if err != nil || !exists || Within(rp, ws) {
+			return
+		}
+		out = append(out, Path{Path: rp, Exists: true, Dir: true, Origin: "git directory of the workspace (" + filepath.Join(ws, ".git") + ")"})
+	}
+	add(gitDir)
+	if common, err := c.host.readFile(filepath.Join(gitDir, "commondir")); err == nil {
+		cd := strings.TrimSpace(string(common))
+		if !filepath.IsAbs(cd) {
+			cd = filepath.Join(gitDir, cd)
+		}
+		add(cd)
+	}
+	return out
 }

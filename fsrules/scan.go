@@ -52,6 +52,12 @@ func Scan(pol *Policy) (*Snapshot, error) {
 	roots = outermost(roots)
 	w := &walker{pol: pol, sem: make(chan struct{}, 4*runtime.GOMAXPROCS(0))}
 	for _, r := range roots {
+		if isGitDir(r) {
+			// A worktree's git directory (or the common one) made writable:
+			// protect its hooks and config like any other.
+			w.gitDir(r)
+			continue
+		}
 		w.wg.Add(1)
 		go w.dir(r, true)
 		w.topMissing(r)
@@ -349,4 +355,18 @@ func FileID(p string) string {
 		ino = uint64(st.Ino)
 	}
 	return fmt.Sprintf("%d:%d:%d", ino, fi.Size(), fi.ModTime().UnixNano())
+}
+
+// isGitDir reports whether dir is itself a git directory (has HEAD and
+// objects, or is a linked worktree's entry with a commondir file).
+func isGitDir(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, "HEAD")); err != nil {
+		return false
+	}
+	for _, n := range []string{"objects", "commondir"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -261,4 +262,42 @@ func TestGitWorksInTheSandbox(t *testing.T) {
 	if _, err := os.Stat(e.path(".git/config")); err != nil {
 		t.Errorf(".git/config: %v", err)
 	}
+}
+
+// TestGitWorktreeOutsideWorkspace: a linked worktree's git directory lies
+// outside the workspace; commits must work, hooks and config stay
+// protected.
+func TestGitWorktreeOutsideWorkspace(t *testing.T) {
+	e := newEnv(t)
+	main, err := os.MkdirTemp("/var/tmp", "sbx-it-main-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(main)
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	git(main, "init", "-q", "-b", "main")
+	git(main, "commit", "-q", "--allow-empty", "-m", "root")
+	wt := filepath.Join(filepath.Dir(e.ws), "wt")
+	git(main, "worktree", "add", "-q", "-b", "feature", wt)
+	e.ws = wt
+	config, _ := os.ReadFile(filepath.Join(main, ".git", "config"))
+	r := e.sh(`echo x > f && git add f && git -c user.name=a -c user.email=b commit -qm in-sandbox && echo committed;
+		echo evil > "$(git rev-parse --git-common-dir)/hooks/pre-commit"; echo '[core] fsmonitor = evil' >> "$(git rev-parse --git-common-dir)/config"; true`,
+		"--mode", "bypassPermissions")
+	if !strings.Contains(r.stdout, "committed") {
+		t.Fatalf("commit in the worktree failed: %s %s", r.stdout, r.stderr)
+	}
+	if log := git(main, "log", "--oneline", "feature"); !strings.Contains(log, "in-sandbox") {
+		t.Errorf("the commit is not in the repository: %s", log)
+	}
+	assertAbsent(t, filepath.Join(main, ".git", "hooks", "pre-commit"))
+	assertContent(t, filepath.Join(main, ".git", "config"), string(config))
 }
