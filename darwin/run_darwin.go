@@ -30,6 +30,16 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if s.FS == nil || len(s.Argv) == 0 {
 		return nil, errors.New("darwin: spec needs a filesystem policy and a command")
 	}
+	// Resource limits are not implemented on macOS yet: refuse a limit the
+	// user asked for; defaults become a warning.
+	var limitWarn string
+	if s.Limits != (pipeline.Limits{BestEffort: s.Limits.BestEffort}) {
+		msg := "resource limits (--max-procs, --max-memory, --max-cpu, --max-tmp, --max-open-files) are not implemented on macOS yet"
+		if !s.Limits.BestEffort {
+			return nil, fmt.Errorf("%w: %s; remove them (--timeout and --max-output work)", pipeline.ErrUnavailable, msg)
+		}
+		limitWarn = "default limits not enforced: " + msg
+	}
 	tmp, err := os.MkdirTemp("", "sbx-run-")
 	if err != nil {
 		return nil, err
@@ -92,6 +102,9 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		timeout = t.C
 	}
 	res := &pipeline.Result{}
+	if limitWarn != "" {
+		res.Warnings = append(res.Warnings, limitWarn)
+	}
 	for {
 		select {
 		case sig := <-sigs:

@@ -136,7 +136,7 @@ func TestDoctorJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stdout)
 	}
 	for _, want := range []string{`"name": "bubblewrap"`, `"name": "user namespaces"`, `"name": "seccomp"`,
-		`"name": "landlock"`, `"name": "cgroup v2"`, `"name": "sandbox"`, `"usable": true`} {
+		`"name": "landlock"`, `"name": "resource limits"`, `"name": "sandbox"`, `"usable": true`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("doctor --json lacks %s:\n%s", want, r.stdout)
 		}

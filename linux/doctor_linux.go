@@ -57,7 +57,7 @@ func (e *Executor) Doctor(ctx context.Context) *Report {
 	add(checkUserns())
 	add(checkSeccomp())
 	add(checkLandlock(e.RequireLandlock))
-	add(checkCgroup())
+	add(checkLimits())
 	if perr == nil {
 		add(e.checkSandbox(ctx, bwrap, exe))
 	}
@@ -172,23 +172,23 @@ func checkLandlock(required bool) Check {
 	return c
 }
 
-func checkCgroup() Check {
-	c := Check{Name: "cgroup v2"}
-	if ctrl, ok := readTrim("/sys/fs/cgroup/cgroup.controllers"); ok {
-		c.OK = true
-		c.Detail = "unified hierarchy at /sys/fs/cgroup; controllers: " + ctrl
+// checkLimits creates (and removes) a cgroup as a run with process and
+// memory limits would, and says what enforces each limit here.
+func checkLimits() Check {
+	c := Check{Name: "resource limits"}
+	cg, err := newCgroups(pipeline.Limits{MaxProcs: 64, MaxMemory: 64 << 20}, fmt.Sprintf("sbx-doctor-%d", os.Getpid()))
+	always := "--max-cpu, --max-open-files: rlimits; --max-tmp: tmpfs size; --timeout, --max-output: sbx; --max-disk: not implemented"
+	if err != nil {
+		c.Detail = "--max-procs, --max-memory: NOT enforceable here (" + err.Error() + "); " + always
 		return c
 	}
-	mounts, _ := os.ReadFile("/proc/self/mounts")
-	for _, line := range strings.Split(string(mounts), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 2 && f[2] == "cgroup2" {
-			ctrl, _ := readTrim(filepath.Join(f[1], "cgroup.controllers"))
-			c.Detail = fmt.Sprintf("hybrid: cgroup v2 at %s with controllers [%s]; resource limits are not implemented yet", f[1], ctrl)
-			return c
-		}
+	defer cg.remove()
+	c.OK = true
+	how := "cgroup v1 controllers (pids, memory) as root"
+	if cg.v2 {
+		how = "a delegated cgroup v2 sub-cgroup"
 	}
-	c.Detail = "no cgroup v2 mount; resource limits are not implemented yet"
+	c.Detail = "--max-procs, --max-memory: " + how + "; " + always
 	return c
 }
 

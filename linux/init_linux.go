@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -215,7 +216,19 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 	if err := seccomp.InstallThread(prog); err != nil {
 		return 0, err
 	}
-	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
+	argv := spec.Argv
+	if spec.CPUSeconds > 0 || spec.OpenFiles > 0 {
+		// Rlimits are per process: the init must not carry them (it relays
+		// the network). A small exec of sbx itself sets them and execs the
+		// command; it runs already filtered.
+		self, err := os.Executable()
+		if err != nil {
+			return 0, err
+		}
+		argv = append([]string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10), path}, spec.Argv...)
+		path = self
+	}
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
 		Files: []uintptr{0, 1, 2},
@@ -246,4 +259,38 @@ func reap(cmd int) (int, bool) {
 			return 128 + int(ws.Signal()), true
 		}
 	}
+}
+
+// RlimitArg is argv[1] of the small exec that sets the command's rlimits.
+const RlimitArg = "__sbx_rlimit"
+
+// RlimitExec sets RLIMIT_CPU (SIGXCPU at the limit, SIGKILL a second later)
+// and RLIMIT_NOFILE from its arguments, then execs the command:
+// sbx __sbx_rlimit CPU NOFILE PATH ARGV...
+func RlimitExec(args []string) int {
+	if len(args) < 4 {
+		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
+		return ExitInitFailed
+	}
+	cpu, err1 := strconv.ParseUint(args[0], 10, 64)
+	nofile, err2 := strconv.ParseUint(args[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
+		return ExitInitFailed
+	}
+	if cpu > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cpu, Max: cpu + 1}); err != nil {
+			fmt.Fprintf(os.Stderr, "sbx: cpu limit: %v\n", err)
+			return ExitInitFailed
+		}
+	}
+	if nofile > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: nofile, Max: nofile}); err != nil {
+			fmt.Fprintf(os.Stderr, "sbx: open files limit: %v\n", err)
+			return ExitInitFailed
+		}
+	}
+	err := unix.Exec(args[2], args[3:], os.Environ())
+	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", args[3], err)
+	return ExitCannotExec
 }

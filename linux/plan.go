@@ -34,6 +34,7 @@ type Op struct {
 	Src  string `json:"src,omitempty"`
 	Dst  string `json:"dst"`
 	Why  string `json:"why"`
+	Size int64  `json:"size,omitempty"` // OpTmpfs: bytes, 0 for the default
 }
 
 // PlanInput is what [BuildPlan] needs besides the policy.
@@ -57,6 +58,8 @@ type PlanInput struct {
 	// ExtraROBinds are host files bound read-only at the same path (the
 	// per-run CA certificate and trust bundle).
 	ExtraROBinds []string
+	// TmpSize bounds the private /tmp in bytes; 0 means tmpfs's default.
+	TmpSize int64
 }
 
 func depth(p string) int {
@@ -72,7 +75,7 @@ func depth(p string) int {
 func BuildPlan(in PlanInput) []Op {
 	pol := in.Policy
 	var ops []Op
-	ops = append(ops, Op{Kind: OpTmpfs, Dst: "/tmp", Why: "private /tmp"})
+	ops = append(ops, Op{Kind: OpTmpfs, Dst: "/tmp", Why: "private /tmp", Size: in.TmpSize})
 	for _, w := range pol.Writable {
 		ops = append(ops, Op{Kind: OpBind, Src: w.Path, Dst: w.Path, Why: "writable: " + w.Origin})
 	}
@@ -243,6 +246,9 @@ func BwrapArgs(plan []Op, opt BwrapOptions, init []string) []string {
 	for _, op := range plan {
 		switch op.Kind {
 		case OpTmpfs:
+			if op.Size > 0 {
+				a = append(a, "--size", strconv.FormatInt(op.Size, 10))
+			}
 			a = append(a, "--tmpfs", op.Dst)
 		case OpBind:
 			a = append(a, "--bind", op.Src, op.Dst)

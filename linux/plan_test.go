@@ -71,6 +71,7 @@ func TestBwrapArgsGolden(t *testing.T) {
 			Placeholders: []fsrules.Entry{{Path: "/home/u/w/new"}},
 			EmptyFile:    "/state/run/empty",
 			Exe:          "/home/u/bin/sbx",
+			TmpSize:      256 << 20,
 		}},
 	}
 	for _, tt := range tests {

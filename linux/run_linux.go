@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -120,6 +121,27 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
+	if s.Limits.MaxTmp > 0 {
+		for _, w := range s.FS.Writable {
+			if w.Path == "/tmp" || strings.HasPrefix("/tmp/", w.Path+"/") {
+				err := fmt.Errorf("the /tmp size limit (--max-tmp) cannot hold: /tmp is the host's, writable through %s (%s); drop that write path or the limit", w.Path, w.Origin)
+				if !s.Limits.BestEffort {
+					return nil, fmt.Errorf("linux: %w", err)
+				}
+				res.Warnings = append(res.Warnings, "default limits not enforced: "+err.Error())
+				break
+			}
+		}
+	}
+	cg, err := newCgroups(s.Limits, "sbx-"+filepath.Base(runDir))
+	if err != nil {
+		if !s.Limits.BestEffort {
+			return nil, err
+		}
+		res.Warnings = append(res.Warnings, "default limits not enforced: "+err.Error())
+	}
+	r.cg = cg
+	defer cg.remove()
 	plan := BuildPlan(PlanInput{
 		Policy:       s.FS,
 		Protected:    r.snap.Existing,
@@ -128,6 +150,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		Exe:          exe,
 		ProxySocket:  r.proxySocket,
 		ExtraROBinds: nonEmpty(r.caFile, r.bundleFile),
+		TmpSize:      s.Limits.MaxTmp,
 	})
 	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
 		return nil, err
@@ -151,6 +174,10 @@ type run struct {
 	// caFile and bundleFile are the per-run CA and the trust bundle, when
 	// TLS is terminated for bound credentials.
 	caFile, bundleFile string
+	// cg holds the run's cgroups when limits need them; cgErr is set if
+	// the init could not join them (the run is then killed).
+	cg    *cgroups
+	cgErr error
 }
 
 // startProxy listens on a Unix socket in a private directory (mode 0700,
@@ -347,6 +374,10 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	plan, readOnly := SplitPlan(plan)
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock}
+	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
+		init.CPUSeconds = uint64((l.MaxCPU + time.Second - 1) / time.Second)
+		init.OpenFiles = uint64(l.MaxOpenFiles)
+	}
 	if r.proxy != nil {
 		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
 		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort, reachesHostLoopback(r.spec.Net.Rules))
@@ -423,23 +454,39 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
 	}
 	r.sandboxed = true
-	go func() {
-		specW.Write(specData)
-		specW.Close()
-	}()
+	if r.cg == nil {
+		go func() {
+			specW.Write(specData)
+			specW.Close()
+		}()
+	}
 
 	// The child's pid arrives on the info fd once the namespaces exist.
+	// With limits, the init joins the run's cgroups before it gets its
+	// spec, so everything the command starts is inside them.
 	pidCh := make(chan int, 1)
 	go func(pidc chan<- int) {
 		defer infoR.Close()
 		var info struct {
 			ChildPID int `json:"child-pid"`
 		}
-		data, _ := io.ReadAll(infoR)
-		if json.Unmarshal(data, &info) == nil && info.ChildPID > 0 {
+		err := json.NewDecoder(infoR).Decode(&info)
+		if err == nil && info.ChildPID > 0 {
+			if r.cg != nil {
+				if err := r.cg.add(info.ChildPID); err != nil {
+					r.cgErr = err
+					unix.Kill(info.ChildPID, unix.SIGKILL)
+				} else {
+					specW.Write(specData)
+				}
+				specW.Close()
+			}
 			pidc <- info.ChildPID
+		} else if r.cg != nil {
+			specW.Close()
 		}
 		close(pidc)
+		io.Copy(io.Discard, infoR)
 	}(pidCh)
 	pidc := (<-chan int)(pidCh)
 
@@ -506,6 +553,9 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 // status, which is the command's; a bwrap that never started the init is a
 // setup failure, reported as an error with bwrap's own message.
 func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string) error {
+	if r.cgErr != nil {
+		return fmt.Errorf("%w: %v", pipeline.ErrUnavailable, r.cgErr)
+	}
 	st := cmd.ProcessState
 	if st == nil {
 		return fmt.Errorf("linux: bubblewrap: %w", waitErr)
@@ -521,6 +571,13 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 		r.res.ExitCode = 128 + int(ws.Signal())
 	} else {
 		r.res.ExitCode = st.ExitCode()
+	}
+	if r.cg != nil {
+		r.res.LimitHit = r.cg.hit(r.spec.Limits)
+	}
+	if l := r.spec.Limits; r.res.LimitHit == "" && !r.res.TimedOut && l.MaxCPU > 0 &&
+		(r.res.ExitCode == 128+int(syscall.SIGXCPU) || r.res.ExitCode == 128+int(syscall.SIGKILL)) {
+		r.res.LimitHit = fmt.Sprintf("CPU time (--max-cpu %s)", l.MaxCPU)
 	}
 	if out := bytes.TrimSpace([]byte(bwrapOut)); len(out) > 0 {
 		r.res.Warnings = append(r.res.Warnings, "bubblewrap: "+string(out))

@@ -26,6 +26,27 @@ type Spec struct {
 	Net *NetPolicy
 	// Timeout kills the whole sandbox after this long; zero means none.
 	Timeout time.Duration
+	// Limits bound what the command may use; zero values mean no limit.
+	Limits Limits
+}
+
+// Limits are resource limits for one run. A limit a backend cannot enforce
+// on this host makes the run fail with ErrUnavailable (never ignored).
+type Limits struct {
+	// MaxProcs bounds processes and threads in the sandbox (cgroup pids).
+	MaxProcs int
+	// MaxMemory bounds memory in bytes (cgroup memory).
+	MaxMemory int64
+	// MaxCPU bounds CPU time per process (RLIMIT_CPU; SIGXCPU past it).
+	MaxCPU time.Duration
+	// MaxTmp bounds the private /tmp in bytes (a size-limited tmpfs).
+	MaxTmp int64
+	// MaxOpenFiles bounds open descriptors per process (RLIMIT_NOFILE).
+	MaxOpenFiles int
+	// BestEffort turns a limit this host cannot enforce into a warning in
+	// the Result instead of ErrUnavailable; it is set only for defaults,
+	// never for a limit the user asked for.
+	BestEffort bool
 }
 
 // NetPolicy is what leaves the sandbox: only connections through sbx's
@@ -56,6 +77,9 @@ type Result struct {
 	Quarantined []string
 	// Warnings are problems that did not stop the run.
 	Warnings []string
+	// LimitHit names the limit that stopped or constrained the command
+	// ("" when none did).
+	LimitHit string
 }
 
 // Executor runs a Spec in a sandbox.

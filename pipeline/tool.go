@@ -76,6 +76,9 @@ type Runner struct {
 	// Redactor removes real secret values from everything handed back;
 	// nil redacts nothing.
 	Redactor *creds.Redactor
+	// Limits bound each Bash call; its zero value means
+	// DefaultToolLimits' timeout and output cap and no other limit.
+	Limits RunLimits
 
 	mu       sync.Mutex
 	approved []string // commands approved for the session
@@ -252,6 +255,13 @@ func (r *Runner) approve(call *Call) {
 
 func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResult {
 	timeout := DefaultBashTimeout
+	if r.Limits.Timeout > 0 {
+		timeout = r.Limits.Timeout
+	}
+	maxOut := MaxOutputChars
+	if r.Limits.MaxOutput > 0 {
+		maxOut = int(min(r.Limits.MaxOutput, 1<<30))
+	}
 	if n, ok := call.m["timeout"].(json.Number); ok {
 		if ms, err := n.Float64(); err == nil && ms > 0 {
 			timeout = min(time.Duration(ms)*time.Millisecond, MaxBashTimeout)
@@ -262,8 +272,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		shell = "/bin/sh"
 	}
 	var stdout, stderr capBuffer
-	stdout.max, stderr.max = 4*MaxOutputChars, 4*MaxOutputChars
-	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout}
+	stdout.max, stderr.max = 4*maxOut, 4*maxOut
+	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits}
 	if !v.Sandboxed {
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
 	}
@@ -294,6 +304,12 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	case out.ExitCode != 0:
 		content = fmt.Sprintf("Exit code %d\n%s", out.ExitCode, content)
 	}
+	if res.LimitHit != "" {
+		content = fmt.Sprintf("[sbx: limit reached: %s]\n%s", res.LimitHit, content)
+	}
+	for _, w := range res.Warnings {
+		content += "\n[sbx: warning: " + w + "]"
+	}
 	if len(res.Quarantined) > 0 {
 		content += fmt.Sprintf("\n[sbx: protected files created by the command were moved out of the workspace: %s]", strings.Join(res.Quarantined, ", "))
 	}
@@ -304,7 +320,7 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	if extra := r.postHooks(ctx, event, call, out, firstLine(content), time.Since(start)); extra != "" {
 		content += "\n" + extra
 	}
-	tr := &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(content, MaxOutputChars), IsError: isErr, Output: out}
+	tr := &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(content, maxOut), IsError: isErr, Output: out}
 	return tr
 }
 

@@ -24,6 +24,10 @@ const sandboxSupported = true
 
 func initMain() int { return exitSbxError }
 
+const rlimitArg = "__sbx_rlimit"
+
+func rlimitMain([]string) int { return exitSbxError }
+
 func closeLeakedFDs() {}
 
 type backend struct{ exec *darwin.Executor }

@@ -24,6 +24,10 @@ const sandboxSupported = true
 
 func initMain() int { return linux.Init() }
 
+const rlimitArg = linux.RlimitArg
+
+func rlimitMain(args []string) int { return linux.RlimitExec(args) }
+
 // closeLeakedFDs marks every descriptor the caller leaked to sbx
 // close-on-exec, so none reaches bubblewrap or the command.
 func closeLeakedFDs() {

@@ -21,6 +21,10 @@ const sandboxSupported = false
 
 func initMain() int { return exitSbxError }
 
+const rlimitArg = "__sbx_rlimit"
+
+func rlimitMain([]string) int { return exitSbxError }
+
 func closeLeakedFDs() {}
 
 type backend struct{}

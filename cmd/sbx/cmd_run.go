@@ -28,7 +28,7 @@ type runOpts struct {
 	fs          pipeline.FSFlags
 	net         pipeline.NetFlags
 	audit       string
-	timeout     time.Duration
+	limits      pipeline.LimitFlags
 	unsandboxed bool
 	printPolicy bool
 }
@@ -45,7 +45,7 @@ func runFlags(o *runOpts) *pflag.FlagSet {
 	f.StringArrayVar(&o.net.AllowDomain, "allow-domain", nil, "let the sandbox reach `HOST` through the proxy (example.com, *.example.com, host:port, an IP); repeatable")
 	f.StringArrayVar(&o.net.DenyDomain, "deny-domain", nil, "never let the sandbox reach `HOST`; repeatable")
 	f.StringVar(&o.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
-	f.DurationVar(&o.timeout, "timeout", 0, "kill the whole sandbox after `DURATION` (exit status 124)")
+	registerLimits(f, &o.limits, true)
 	f.BoolVar(&o.unsandboxed, "unsandboxed", false, "run WITHOUT any sandbox (explicit opt-out)")
 	f.BoolVar(&o.printPolicy, "print-policy", false, "print the compiled policy as JSON and exit without running")
 	return f
@@ -136,6 +136,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if err != nil {
 		return exitSbxError, err
 	}
+	// sbx run has no limits unless flags or settings set them.
+	lim, err := pipeline.ResolveLimits(st, o.limits, pipeline.RunLimits{})
+	if err != nil {
+		return exitSbxError, err
+	}
 	if o.printPolicy {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -170,7 +175,10 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 
 	if o.unsandboxed {
 		fmt.Fprintln(stderr, "sbx: warning: --unsandboxed: running WITHOUT a sandbox")
-		return runUnsandboxed(ctx, argv, env, cwd, o.timeout, stdin, stdout, stderr)
+		if lim.Limits != (pipeline.Limits{}) || lim.MaxOutput > 0 {
+			return exitSbxError, errors.New("resource limits need the sandbox; --unsandboxed honours only --timeout")
+		}
+		return runUnsandboxed(ctx, argv, env, cwd, lim.Timeout, stdin, stdout, stderr)
 	}
 
 	b := newBackend(st.BwrapPath.V, pipeline.StateDir(os.Getenv, home))
@@ -194,9 +202,15 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if !netPol.Strict && interactive {
 		b.setAsk((&ttyAsker{decided: map[string]bool{}}).ask)
 	}
+	cmdOut, cmdErr := stdout, stderr
+	var oc *outputCap
+	if lim.MaxOutput > 0 {
+		oc = &outputCap{max: lim.MaxOutput}
+		cmdOut, cmdErr = oc.wrap(stdout), oc.wrap(stderr)
+	}
 	res, err := b.executor().Run(ctx, &pipeline.Spec{
-		Argv: argv, Env: env, Dir: cwd, FS: pol, Net: netPol, Timeout: o.timeout,
-	}, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		Argv: argv, Env: env, Dir: cwd, FS: pol, Net: netPol, Timeout: lim.Timeout, Limits: lim.Limits,
+	}, pipeline.Stdio{Stdin: stdin, Stdout: cmdOut, Stderr: cmdErr})
 	if err != nil {
 		if errors.Is(err, pipeline.ErrUnavailable) {
 			fi := st.FailIfUnavailable
@@ -213,8 +227,16 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(stderr, "sbx: a protected file appeared during the run where it could not be blocked; moved to %s\n", q)
 	}
+	if oc != nil {
+		if n := oc.note(); n != "" {
+			fmt.Fprintf(stderr, "sbx: %s\n", n)
+		}
+	}
+	if res.LimitHit != "" {
+		fmt.Fprintf(stderr, "sbx: limit reached: %s\n", res.LimitHit)
+	}
 	if res.TimedOut {
-		fmt.Fprintf(stderr, "sbx: timed out after %s; the sandbox and every process in it were killed\n", o.timeout)
+		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed\n", lim.Timeout)
 		return exitTimeout, nil
 	}
 	return res.ExitCode, nil

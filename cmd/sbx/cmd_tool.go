@@ -21,6 +21,7 @@ type toolFlags struct {
 	gateFlags
 	output string
 	audit  string
+	limits pipeline.LimitFlags
 }
 
 func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, error) {
@@ -29,6 +30,7 @@ func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, er
 	t.register(f)
 	f.StringVar(&t.output, "output", "result", "`FORMAT`: result (the tool_result) or structured (plus stdout, stderr, exit code, the decision trail)")
 	f.StringVar(&t.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
+	registerLimits(f, &t.limits, false)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, err
@@ -58,6 +60,10 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
+	lim, err := pipeline.ResolveLimits(s.st, t.limits, pipeline.DefaultToolLimits())
+	if err != nil {
+		return nil, nil, err
+	}
 	b := newBackend(s.st.BwrapPath.V, pipeline.StateDir(os.Getenv, s.home))
 	b.platformSettings(s.st, stderr)
 	cleanup := func() {}
@@ -75,7 +81,7 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 	}
 	b.setSecrets(masked.Secrets)
 	r := &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: b.executor(), FS: pol, Net: netPol,
-		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets)}
+		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets), Limits: lim}
 	if s.gate.Interactive {
 		r.Prompt = (&ttyPrompt{}).ask
 	}

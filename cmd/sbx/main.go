@@ -27,6 +27,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == initArg {
 		os.Exit(initMain())
 	}
+	if len(os.Args) > 1 && os.Args[1] == rlimitArg {
+		os.Exit(rlimitMain(os.Args[2:]))
+	}
 	closeLeakedFDs()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

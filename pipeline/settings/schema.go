@@ -44,6 +44,7 @@ var objects = map[string]bool{
 	"sandbox":            true,
 	"sandbox.filesystem": true,
 	"sandbox.network":    true,
+	"sandbox.limits":     true,
 	"sbx":                true,
 }
 
@@ -64,6 +65,19 @@ var schema = map[string]keySpec{
 	"sandbox.ripgrep":                      {kind: KindObject, status: ignoredStricter, loosens: always, note: "sbx needs no ripgrep"},
 	"sandbox.ignoreViolations":             {kind: KindObject, status: ignoredStricter, loosens: always},
 	"sandbox.credentials":                  {kind: KindObject, status: accepted, loosens: ifNotDefault, note: "read by the credentials layer"},
+
+	// sbx's resource limits: counts are numbers, sizes ("512MiB", "2G")
+	// and durations ("90s") are strings. Any value from an untrusted
+	// project file is dropped (it could raise a limit).
+	"sandbox.limits.maxProcs":     {kind: KindNumber, loosens: always},
+	"sandbox.limits.maxMemory":    {kind: KindString, loosens: always},
+	"sandbox.limits.maxCpu":       {kind: KindString, loosens: always},
+	"sandbox.limits.timeout":      {kind: KindString, loosens: always},
+	"sandbox.limits.maxOutput":    {kind: KindString, loosens: always},
+	"sandbox.limits.maxTmp":       {kind: KindString, loosens: always},
+	"sandbox.limits.maxOpenFiles": {kind: KindNumber, loosens: always},
+	"sandbox.limits.maxDisk": {kind: KindString, status: unsupportedLooser,
+		note: "sbx cannot yet bound what a run adds to its writable roots; remove the key (maxTmp bounds the private /tmp)"},
 
 	"sandbox.filesystem.allowWrite":                {kind: KindArray, loosens: ifNonEmpty},
 	"sandbox.filesystem.denyWrite":                 {kind: KindArray},

@@ -158,6 +158,10 @@ type Settings struct {
 	// Perm is what the permission gate reads: rules, mode, hooks.
 	Perm Permissions
 
+	// Limits is sandbox.limits by key (maxProcs, maxMemory …): the raw
+	// value (a number's text or a string) and where it was set.
+	Limits map[string]String
+
 	// Credentials is sandbox.credentials, merged: per variable the highest
 	// level wins; patterns merge.
 	Credentials Credentials
@@ -517,6 +521,19 @@ func (s *Settings) apply(f *File) {
 	boolKey("sandbox.network.strictAllowlist", &s.StrictAllowlist)
 	boolKey("sandbox.network.allowManagedDomainsOnly", &s.AllowManagedDomainsOnly)
 	listKey("sbx.trustedProjects", &s.TrustedProjects)
+	for _, k := range []string{"maxProcs", "maxMemory", "maxCpu", "timeout", "maxOutput", "maxTmp", "maxOpenFiles"} {
+		key := "sandbox.limits." + k
+		if v := lookup(f.Root, key); s.honoured(f, key, v) {
+			text := v.Str
+			if v.Kind == KindNumber {
+				text = v.Number.String()
+			}
+			if s.Limits == nil {
+				s.Limits = map[string]String{}
+			}
+			s.Limits[k] = String{V: text, Set: true, File: f}
+		}
+	}
 	// Managed locks: once a managed file sets a scalar, lower levels cannot
 	// override it, because managed files are applied last.
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// registerLimits adds the resource-limit flags. withTimeout is false for
+// tool and serve, where the call's own timeout input applies.
+func registerLimits(f *pflag.FlagSet, l *pipeline.LimitFlags, withTimeout bool) {
+	f.StringVar(&l.MaxProcs, "max-procs", "", "at most `N` processes and threads in the sandbox (cgroup pids)")
+	f.StringVar(&l.MaxMemory, "max-memory", "", "at most `SIZE` of memory for the whole sandbox, e.g. 512M, 2G (cgroup memory)")
+	f.StringVar(&l.MaxCPU, "max-cpu", "", "at most `DURATION` of CPU time per process (RLIMIT_CPU)")
+	f.StringVar(&l.MaxTmp, "max-tmp", "", "size of the private /tmp, e.g. 256M (size-limited tmpfs)")
+	f.StringVar(&l.MaxOpenFiles, "max-open-files", "", "at most `N` open descriptors per process (RLIMIT_NOFILE)")
+	f.StringVar(&l.MaxOutput, "max-output", "", "keep at most `SIZE` of stdout+stderr (bytes for run, characters of the tool_result for tool and serve); the rest is read and discarded")
+	if withTimeout {
+		f.StringVar(&l.Timeout, "timeout", "", "kill the whole sandbox after `DURATION` of wall clock (exit status 124)")
+	}
+}
+
+// outputCap passes the first max bytes written to any of its writers and
+// counts the rest, which it reads and discards so the command never blocks
+// on a full pipe.
+type outputCap struct {
+	mu        sync.Mutex
+	max, seen int64
+}
+
+type capWriter struct {
+	c *outputCap
+	w io.Writer
+}
+
+func (cw capWriter) Write(p []byte) (int, error) {
+	c := cw.c
+	c.mu.Lock()
+	room := c.max - c.seen
+	c.seen += int64(len(p))
+	c.mu.Unlock()
+	if room <= 0 {
+		return len(p), nil
+	}
+	if int64(len(p)) > room {
+		if _, err := cw.w.Write(p[:room]); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return cw.w.Write(p)
+}
+
+// wrap returns w capped by c.
+func (c *outputCap) wrap(w io.Writer) io.Writer { return capWriter{c, w} }
+
+// note describes what was dropped, or "" when nothing was.
+func (c *outputCap) note() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen <= c.max {
+		return ""
+	}
+	return fmt.Sprintf("output limit (--max-output %d bytes): %d more bytes of output were discarded", c.max, c.seen-c.max)
+}

@@ -1,0 +1,220 @@
+//go:build linux
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// requireCgroupLimits skips (fails in CI) when this host cannot give sbx a
+// cgroup for process and memory limits.
+func requireCgroupLimits(t *testing.T, e *env) {
+	t.Helper()
+	r := e.sbx("run", "--max-procs", "64", "--max-memory", "256M", "--", "true")
+	if r.code == 0 {
+		return
+	}
+	if inCI() {
+		t.Fatalf("cgroup limits unavailable in CI: %s", r.stderr)
+	}
+	t.Skipf("cgroup limits unavailable on this host: %s", r.stderr)
+}
+
+// sbxCgroups lists the per-run cgroups sbx left on the host.
+func sbxCgroups(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, pat := range []string{"/sys/fs/cgroup/pids/sbx-*", "/sys/fs/cgroup/pids/*/sbx-*",
+		"/sys/fs/cgroup/memory/sbx-*", "/sys/fs/cgroup/memory/*/sbx-*", "/sys/fs/cgroup/sbx-*", "/sys/fs/cgroup/*/sbx-*"} {
+		m, _ := filepath.Glob(pat)
+		out = append(out, m...)
+	}
+	return out
+}
+
+func hostProcs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range ents {
+		if _, err := strconv.Atoi(d.Name()); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func TestForkBombStaysUnderProcessLimit(t *testing.T) {
+	e := newEnv(t)
+	requireCgroupLimits(t, e)
+	before := hostProcs(t)
+	// Watch the run's pids cgroup from outside while the bomb goes off.
+	var (
+		mu      sync.Mutex
+		peak    int
+		watched bool
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, d := range sbxCgroups(t) {
+				b, err := os.ReadFile(filepath.Join(d, "pids.current"))
+				if err != nil {
+					continue
+				}
+				n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				mu.Lock()
+				watched = true
+				peak = max(peak, n)
+				mu.Unlock()
+			}
+		}
+	}()
+	start := time.Now()
+	r := e.sh(`echo before > kept.txt; bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 30`, "--max-procs", "40", "--timeout", "4s")
+	elapsed := time.Since(start)
+	close(stop)
+	<-done
+	if r.code != 124 {
+		t.Errorf("exit %d, want 124 (the wall clock ends the bomb); stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "process limit (--max-procs 40)") {
+		t.Errorf("stderr does not name the process limit:\n%s", r.stderr)
+	}
+	if elapsed > 30*time.Second {
+		t.Errorf("sbx took %s to come back from a fork bomb", elapsed)
+	}
+	mu.Lock()
+	if !watched || peak > 40 {
+		t.Errorf("pids seen from outside: peak %d (watched %v), want at most 40", peak, watched)
+	}
+	mu.Unlock()
+	assertContent(t, e.path("kept.txt"), "before\n")
+	// Everything is gone: processes and the run's cgroups.
+	deadline := time.Now().Add(5 * time.Second)
+	for hostProcs(t) > before+5 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := hostProcs(t); after > before+5 {
+		t.Errorf("host processes: %d before, %d after the run", before, after)
+	}
+	if left := sbxCgroups(t); len(left) > 0 {
+		t.Errorf("cgroups left behind: %v", left)
+	}
+}
+
+func TestMemoryBalloonStopped(t *testing.T) {
+	e := newEnv(t)
+	requireCgroupLimits(t, e)
+	// tail keeps a line with no newline in memory: 1 GiB of zeros.
+	r := e.sh(`echo before > kept.txt; head -c 1G /dev/zero | tail -n 1 > /dev/null; echo "tail: $?"`, "--max-memory", "64M", "--timeout", "30s")
+	if !strings.Contains(r.stdout, "tail: 137") {
+		t.Errorf("the balloon was not killed: stdout %q stderr:\n%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "memory limit (--max-memory 67108864 bytes)") {
+		t.Errorf("stderr does not name the memory limit:\n%s", r.stderr)
+	}
+	assertContent(t, e.path("kept.txt"), "before\n")
+	// sbx still answers after the OOM.
+	if r := e.sh("echo alive"); r.stdout != "alive\n" {
+		t.Errorf("after the balloon: %q %q", r.stdout, r.stderr)
+	}
+}
+
+func TestCPUAndWallClockLimits(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`while :; do :; done`, "--max-cpu", "1s", "--timeout", "30s")
+	if r.code != 128+24 { // SIGXCPU
+		t.Errorf("busy loop under --max-cpu 1s: exit %d, want 152; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "CPU time (--max-cpu 1s)") {
+		t.Errorf("stderr does not name the CPU limit:\n%s", r.stderr)
+	}
+	start := time.Now()
+	r = e.sh(`while :; do :; done`, "--timeout", "1s")
+	if r.code != 124 || !strings.Contains(r.stderr, "timed out after 1s (--timeout)") {
+		t.Errorf("busy loop under --timeout 1s: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("--timeout 1s took %s", d)
+	}
+}
+
+func TestOutputFloodCapped(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	r := e.sh(`yes sbx | head -c 50000000; echo done >&2`, "--max-output", "1000")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if len(r.stdout) != 1000 || !strings.HasPrefix(r.stdout, "sbx\nsbx\n") {
+		t.Errorf("stdout is %d bytes, want the first 1000", len(r.stdout))
+	}
+	if !strings.Contains(r.stderr, "output limit (--max-output 1000 bytes): 49999") {
+		t.Errorf("stderr does not say what was discarded:\n%s", r.stderr)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("a capped flood took %s", d)
+	}
+}
+
+func TestTmpAndOpenFileLimits(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`dd if=/dev/zero of=/tmp/fill bs=64k count=64 2>/dev/null; echo "dd: $?"; stat -c %s /tmp/fill; ulimit -n`,
+		"--max-tmp", "1M", "--max-open-files", "32")
+	want := "dd: 1\n1048576\n32\n"
+	if r.stdout != want {
+		t.Errorf("stdout %q, want %q; stderr:\n%s", r.stdout, want, r.stderr)
+	}
+}
+
+func TestLimitSettings(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`ulimit -n`, "--settings", `{"sandbox":{"limits":{"maxOpenFiles":48}}}`)
+	if r.stdout != "48\n" {
+		t.Errorf("sandbox.limits.maxOpenFiles: %q %q", r.stdout, r.stderr)
+	}
+	r = e.sh(`ulimit -n`, "--settings", `{"sandbox":{"limits":{"maxOpenFiles":48}}}`, "--max-open-files", "40")
+	if r.stdout != "40\n" {
+		t.Errorf("a flag should win over settings: %q %q", r.stdout, r.stderr)
+	}
+	for _, bad := range []struct{ json, want string }{
+		{`{"sandbox":{"limits":{"maxDisk":"1G"}}}`, "sandbox.limits.maxDisk"},
+		{`{"sandbox":{"limits":{"maxMemry":"1G"}}}`, "sandbox.limits.maxMemry"},
+		{`{"sandbox":{"limits":{"maxMemory":"lots"}}}`, "sandbox.limits.maxMemory"},
+		{`{"sandbox":{"limits":{"maxProcs":"many"}}}`, "sandbox.limits.maxProcs"},
+	} {
+		e.write("marker", "")
+		r := e.sh(`rm marker`, "--settings", bad.json)
+		if r.code == 0 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("%s: exit %d, stderr %q; want a refusal naming %s", bad.json, r.code, r.stderr, bad.want)
+		}
+		assertContent(t, e.path("marker"), "")
+	}
+}
+
+func TestToolResultNamesTheLimit(t *testing.T) {
+	e := newEnv(t)
+	requireCgroupLimits(t, e)
+	call := `{"type":"tool_use","id":"toolu_lim","name":"Bash","input":{"command":"for i in $(seq 60); do sleep 5 & done 2>/dev/null; wait"}}`
+	r := e.tool(call, "--max-procs", "10", "--mode", "bypassPermissions")
+	if !strings.Contains(r.stdout, `"tool_use_id":"toolu_lim"`) || !strings.Contains(r.stdout, "limit reached: process limit (--max-procs 10)") {
+		t.Errorf("tool_result:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
