@@ -4,10 +4,12 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -30,8 +32,7 @@ func requireCgroupLimits(t *testing.T, e *env) {
 func sbxCgroups(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, pat := range []string{"/sys/fs/cgroup/pids/sbx-*", "/sys/fs/cgroup/pids/*/sbx-*",
-		"/sys/fs/cgroup/memory/sbx-*", "/sys/fs/cgroup/memory/*/sbx-*", "/sys/fs/cgroup/sbx-*", "/sys/fs/cgroup/*/sbx-*"} {
+	for _, pat := range []string{"/sys/fs/cgroup/sbx-*", "/sys/fs/cgroup/*/sbx-*", "/sys/fs/cgroup/*/*/sbx-*"} {
 		m, _ := filepath.Glob(pat)
 		out = append(out, m...)
 	}
@@ -139,12 +140,16 @@ func TestMemoryBalloonStopped(t *testing.T) {
 
 func TestCPUAndWallClockLimits(t *testing.T) {
 	e := newEnv(t)
-	r := e.sh(`while :; do :; done`, "--max-cpu", "1s", "--timeout", "30s")
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	r := e.sh(`while :; do :; done`, "--max-cpu", "1s", "--timeout", "30s", "--audit", audit)
 	if r.code != 128+24 { // SIGXCPU
 		t.Errorf("busy loop under --max-cpu 1s: exit %d, want 152; stderr:\n%s", r.code, r.stderr)
 	}
 	if !strings.Contains(r.stderr, "CPU time (--max-cpu 1s)") {
 		t.Errorf("stderr does not name the CPU limit:\n%s", r.stderr)
+	}
+	if b, _ := os.ReadFile(audit); !strings.Contains(string(b), `"event":"limit","limit":"CPU time (--max-cpu 1s)","exitCode":152`) {
+		t.Errorf("audit log has no limit event:\n%s", b)
 	}
 	start := time.Now()
 	r = e.sh(`while :; do :; done`, "--timeout", "1s")
@@ -216,5 +221,33 @@ func TestToolResultNamesTheLimit(t *testing.T) {
 	r := e.tool(call, "--max-procs", "10", "--mode", "bypassPermissions")
 	if !strings.Contains(r.stdout, `"tool_use_id":"toolu_lim"`) || !strings.Contains(r.stdout, "limit reached: process limit (--max-procs 10)") {
 		t.Errorf("tool_result:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+func TestStaleCgroupCleanedAfterSIGKILL(t *testing.T) {
+	e := newEnv(t)
+	requireCgroupLimits(t, e)
+	before := len(sbxCgroups(t))
+	cmd := exec.Command(sbxBin, "run", "--max-procs", "64", "-c", "echo ready > ready.txt; sleep 60")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
+		cmd.Process.Kill()
+		t.Fatal("command never started")
+	}
+	if n := len(sbxCgroups(t)); n != before+1 {
+		t.Errorf("%d sbx cgroups during the run, want %d", n, before+1)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	// The sandbox dies with sbx; its cgroup stays until the next clean.
+	var r result
+	if !waitFor(10*time.Second, func() bool {
+		r = e.sbx("doctor", "--clean", "--json")
+		return len(sbxCgroups(t)) == before
+	}) {
+		t.Errorf("cgroups left after doctor --clean: %v\n%s", sbxCgroups(t), r.stdout)
 	}
 }

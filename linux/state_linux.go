@@ -162,6 +162,9 @@ func CleanStale(stateDir string) (*CleanReport, error) {
 				rep.Errors = append(rep.Errors, err.Error())
 			}
 		}
+		for _, err := range removeStaleCgroups("sbx-" + e.Name()) {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
 		moved, err := quarantineAfter(dir, filepath.Join(stateDir, "quarantine", e.Name()))
 		rep.Quarantined = append(rep.Quarantined, moved...)
 		if err != nil {

@@ -235,6 +235,17 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if res.LimitHit != "" {
 		fmt.Fprintf(stderr, "sbx: limit reached: %s\n", res.LimitHit)
 	}
+	if audit != nil {
+		if res.LimitHit != "" {
+			audit.limit(res.LimitHit, res.ExitCode)
+		}
+		if res.TimedOut {
+			audit.limit(fmt.Sprintf("wall clock (--timeout %s)", lim.Timeout), exitTimeout)
+		}
+		if oc != nil && oc.note() != "" {
+			audit.limit(oc.note(), res.ExitCode)
+		}
+	}
 	if res.TimedOut {
 		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed\n", lim.Timeout)
 		return exitTimeout, nil

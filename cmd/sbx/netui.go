@@ -7,11 +7,12 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/proxy"
 )
 
-// auditLog appends proxy events to a JSON Lines file.
+// auditLog appends proxy events and limit events to a JSON Lines file.
 type auditLog struct {
 	mu  sync.Mutex
 	f   *os.File
@@ -30,6 +31,18 @@ func (a *auditLog) event(e proxy.Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.enc.Encode(e)
+}
+
+// limit records that a resource limit stopped or constrained the run.
+func (a *auditLog) limit(what string, exitCode int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.enc.Encode(struct {
+		Time     time.Time `json:"time"`
+		Event    string    `json:"event"`
+		Limit    string    `json:"limit"`
+		ExitCode int       `json:"exitCode"`
+	}{time.Now().UTC(), "limit", what, exitCode})
 }
 
 func (a *auditLog) Close() error { return a.f.Close() }

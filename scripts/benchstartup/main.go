@@ -49,6 +49,14 @@ func main() {
 		srtBench.skip = "no srt given"
 	}
 	benches = append(benches, srtBench)
+	// The same run with process, memory and CPU limits: the cost of the
+	// per-run cgroup. Skipped where this host cannot give sbx one.
+	limArgv := []string{*sbx, "run", "--max-procs", "512", "--max-memory", "2G", "--max-cpu", "60s", "--", "true"}
+	limBench := &bench{name: "`sbx run --max-procs 512 --max-memory 2G --max-cpu 60s -- true`", argv: limArgv}
+	if out, err := exec.Command(limArgv[0], limArgv[1:]...).CombinedOutput(); err != nil {
+		limBench.argv, limBench.skip = nil, "limits unavailable: "+strings.TrimSpace(string(out))
+	}
+	benches = append(benches, limBench)
 
 	// Warm up, and check that every command works.
 	for _, b := range benches {
@@ -100,6 +108,9 @@ func main() {
 		fmt.Printf("srt / sbx: %.1f×\n", ratio(d, med[3]))
 	} else {
 		fmt.Printf("srt / sbx: skipped (%s)\n", srtBench.skip)
+	}
+	if d, ok := med[5]; ok {
+		fmt.Printf("sbx with limits / sbx: %.2f×\n", ratio(d, med[3]))
 	}
 }
 
