@@ -187,6 +187,13 @@ func TestTmpAndOpenFileLimits(t *testing.T) {
 	if r.stdout != want {
 		t.Errorf("stdout %q, want %q; stderr:\n%s", r.stdout, want, r.stderr)
 	}
+	if !strings.Contains(r.stderr, "limit reached: the private /tmp is full (--max-tmp 1048576 bytes)") {
+		t.Errorf("stderr does not name the /tmp limit:\n%s", r.stderr)
+	}
+	// Under the limit, nothing is reported.
+	if r := e.sh(`echo small > /tmp/x`, "--max-tmp", "1M"); r.code != 0 || strings.Contains(r.stderr, "limit") {
+		t.Errorf("a small write under --max-tmp: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 func TestLimitSettings(t *testing.T) {

@@ -39,7 +39,8 @@ func Init() int {
 		fmt.Fprintf(os.Stderr, "sbx init: ready: %v\n", err)
 		return ExitInitFailed
 	}
-	unix.Close(InitReadyFD)
+	// InitReadyFD stays open (close-on-exec, so the command never has it)
+	// to report a full /tmp once the command is done.
 	spec, err := readSpec()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
@@ -95,14 +96,14 @@ func Init() int {
 			s := sig.(syscall.Signal)
 			if s == syscall.SIGCHLD {
 				if status, done := reap(pid); done {
-					return status
+					return reportTmp(spec, status)
 				}
 				continue
 			}
 			_ = unix.Kill(-pid, s)
 		case <-tick.C:
 			if status, done := reap(pid); done {
-				return status
+				return reportTmp(spec, status)
 			}
 		}
 	}
@@ -293,4 +294,20 @@ func RlimitExec(args []string) int {
 	err := unix.Exec(args[2], args[3:], os.Environ())
 	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", args[3], err)
 	return ExitCannotExec
+}
+
+// TmpFullReport is what the init writes on [InitReadyFD], after the ready
+// byte, when the size-limited /tmp is full at the end of the command.
+const TmpFullReport = 'T'
+
+// reportTmp tells sbx when the size-limited /tmp is full, and passes the
+// command's status through.
+func reportTmp(spec *InitSpec, status int) int {
+	if spec.TmpLimited {
+		var st unix.Statfs_t
+		if unix.Statfs("/tmp", &st) == nil && st.Bavail == 0 {
+			unix.Write(InitReadyFD, []byte{TmpFullReport})
+		}
+	}
+	return status
 }

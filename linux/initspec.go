@@ -35,6 +35,9 @@ type InitSpec struct {
 	// Bridge, when set, makes the init relay the proxy ports on the
 	// sandbox's loopback to the proxy's Unix socket.
 	Bridge *BridgeSpec `json:"bridge,omitempty"`
+	// TmpLimited makes the init report a full /tmp (a size-limited tmpfs)
+	// once the command is done.
+	TmpLimited bool `json:"tmpLimited,omitempty"`
 	// CPUSeconds and OpenFiles are rlimits for the command (0: none).
 	CPUSeconds uint64 `json:"cpuSeconds,omitempty"`
 	OpenFiles  uint64 `json:"openFiles,omitempty"`

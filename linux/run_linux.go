@@ -121,6 +121,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
+	r.tmpLimited = s.Limits.MaxTmp > 0
 	if s.Limits.MaxTmp > 0 {
 		for _, w := range s.FS.Writable {
 			if w.Path == "/tmp" || strings.HasPrefix("/tmp/", w.Path+"/") {
@@ -129,6 +130,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 					return nil, fmt.Errorf("linux: %w", err)
 				}
 				res.Warnings = append(res.Warnings, "default limits not enforced: "+err.Error())
+				r.tmpLimited = false
 				break
 			}
 		}
@@ -178,6 +180,10 @@ type run struct {
 	// the init could not join them (the run is then killed).
 	cg    *cgroups
 	cgErr error
+	// tmpLimited: the private /tmp is a size-limited tmpfs.
+	tmpLimited bool
+	// tmpFull is set when the init reported the size-limited /tmp full.
+	tmpFull bool
 }
 
 // startProxy listens on a Unix socket in a private directory (mode 0700,
@@ -373,7 +379,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	}
 	plan, readOnly := SplitPlan(plan)
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
-		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock}
+		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited}
 	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
 		init.CPUSeconds = uint64((l.MaxCPU + time.Second - 1) / time.Second)
 		init.OpenFiles = uint64(l.MaxOpenFiles)
@@ -490,12 +496,17 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	}(pidCh)
 	pidc := (<-chan int)(pidCh)
 
+	// The init writes one byte once it runs, and may add a report when
+	// the command is done (a full /tmp); EOF comes when it exits.
 	ready := make(chan bool, 1)
+	report := make(chan []byte, 1)
 	go func() {
 		defer readyR.Close()
 		var b [1]byte
 		n, _ := readyR.Read(b[:])
 		ready <- n == 1
+		rest, _ := io.ReadAll(io.LimitReader(readyR, 16))
+		report <- rest
 	}()
 
 	sigs := make(chan os.Signal, 16)
@@ -544,7 +555,13 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 			return ctx.Err()
 		case w := <-exited:
 			waitCopies()
-			return r.finish(w.err, <-ready, cmd, bwrapErr.String())
+			initRan := <-ready
+			select {
+			case rep := <-report:
+				r.tmpFull = bytes.IndexByte(rep, TmpFullReport) >= 0
+			case <-time.After(time.Second):
+			}
+			return r.finish(w.err, initRan, cmd, bwrapErr.String())
 		}
 	}
 }
@@ -574,6 +591,9 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 	}
 	if r.cg != nil {
 		r.res.LimitHit = r.cg.hit(r.spec.Limits)
+	}
+	if r.res.LimitHit == "" && r.tmpFull {
+		r.res.LimitHit = fmt.Sprintf("the private /tmp is full (--max-tmp %d bytes)", r.spec.Limits.MaxTmp)
 	}
 	if l := r.spec.Limits; r.res.LimitHit == "" && !r.res.TimedOut && l.MaxCPU > 0 &&
 		(r.res.ExitCode == 128+int(syscall.SIGXCPU) || r.res.ExitCode == 128+int(syscall.SIGKILL)) {
