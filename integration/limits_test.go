@@ -58,6 +58,7 @@ func TestForkBombStaysUnderProcessLimit(t *testing.T) {
 	e := newEnv(t)
 	requireCgroupLimits(t, e)
 	before := hostProcs(t)
+	cgBefore := len(sbxCgroups(t))
 	// Watch the run's pids cgroup from outside while the bomb goes off.
 	var (
 		mu      sync.Mutex
@@ -115,8 +116,8 @@ func TestForkBombStaysUnderProcessLimit(t *testing.T) {
 	if after := hostProcs(t); after > before+5 {
 		t.Errorf("host processes: %d before, %d after the run", before, after)
 	}
-	if left := sbxCgroups(t); len(left) > 0 {
-		t.Errorf("cgroups left behind: %v", left)
+	if left := sbxCgroups(t); len(left) != cgBefore {
+		t.Errorf("cgroups left behind: %v (%d before the run)", left, cgBefore)
 	}
 }
 
