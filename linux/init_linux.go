@@ -87,6 +87,14 @@ func Init() int {
 		}
 		return ExitInitFailed
 	}
+	if spec.Hold {
+		// sbx moves the held command into the cgroup, then lets it go.
+		unix.Close(initHoldFD)
+		if _, err := unix.Write(InitReadyFD, []byte{InitForked}); err != nil {
+			fmt.Fprintf(os.Stderr, "sbx init: hold: %v\n", err)
+			return ExitInitFailed
+		}
+	}
 	// A lost SIGCHLD must not leave the sandbox hanging: reap on a timer too.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -218,21 +226,29 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 		return 0, err
 	}
 	argv := spec.Argv
-	if spec.CPUSeconds > 0 || spec.OpenFiles > 0 {
-		// Rlimits are per process: the init must not carry them (it relays
-		// the network). A small exec of sbx itself sets them and execs the
-		// command; it runs already filtered.
+	files := []uintptr{0, 1, 2}
+	if spec.CPUSeconds > 0 || spec.OpenFiles > 0 || spec.Hold {
+		// Rlimits are per process, and the cgroup is for the command only:
+		// the init must carry neither (it relays the network and must
+		// survive a fork bomb). A small exec of sbx itself waits to be
+		// moved into the cgroup, sets the rlimits and execs the command;
+		// it runs already filtered.
 		self, err := os.Executable()
 		if err != nil {
 			return 0, err
 		}
-		argv = append([]string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10), path}, spec.Argv...)
+		hold := "0"
+		if spec.Hold {
+			hold = "1"
+			files = append(files, initHoldFD)
+		}
+		argv = append([]string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10), hold, path}, spec.Argv...)
 		path = self
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
@@ -265,19 +281,29 @@ func reap(cmd int) (int, bool) {
 // RlimitArg is argv[1] of the small exec that sets the command's rlimits.
 const RlimitArg = "__sbx_rlimit"
 
-// RlimitExec sets RLIMIT_CPU (SIGXCPU at the limit, SIGKILL a second later)
-// and RLIMIT_NOFILE from its arguments, then execs the command:
-// sbx __sbx_rlimit CPU NOFILE PATH ARGV...
+// RlimitExec waits, when HOLD is 1, for sbx's go-ahead on fd 3 (sent once
+// this process is in the run's cgroup), sets RLIMIT_CPU (SIGXCPU at the
+// limit, SIGKILL a second later) and RLIMIT_NOFILE from its arguments,
+// then execs the command: sbx __sbx_rlimit CPU NOFILE HOLD PATH ARGV...
 func RlimitExec(args []string) int {
-	if len(args) < 4 {
+	if len(args) < 5 {
 		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
 		return ExitInitFailed
 	}
 	cpu, err1 := strconv.ParseUint(args[0], 10, 64)
 	nofile, err2 := strconv.ParseUint(args[1], 10, 64)
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || (args[2] != "0" && args[2] != "1") {
 		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
 		return ExitInitFailed
+	}
+	if args[2] == "1" {
+		var b [1]byte
+		n, _ := unix.Read(3, b[:])
+		unix.Close(3)
+		if n != 1 {
+			fmt.Fprintln(os.Stderr, "sbx: the command could not be moved into its cgroup; not run")
+			return ExitInitFailed
+		}
 	}
 	if cpu > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cpu, Max: cpu + 1}); err != nil {
@@ -291,8 +317,8 @@ func RlimitExec(args []string) int {
 			return ExitInitFailed
 		}
 	}
-	err := unix.Exec(args[2], args[3:], os.Environ())
-	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", args[3], err)
+	err := unix.Exec(args[3], args[4:], os.Environ())
+	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", args[4], err)
 	return ExitCannotExec
 }
 

@@ -18,7 +18,14 @@ const (
 	initStdoutFD = 6
 	initStderrFD = 7
 	InitReadyFD  = 8
+	// initHoldFD carries sbx's go-ahead once the held command is in its
+	// cgroup (only with [InitSpec.Hold]).
+	initHoldFD = 9
 )
+
+// InitForked is written on [InitReadyFD] when the held command has been
+// forked and waits for sbx to move it into the run's cgroup.
+const InitForked = 'F'
 
 // InitSpec is what the in-sandbox init needs to start the command.
 type InitSpec struct {
@@ -35,6 +42,9 @@ type InitSpec struct {
 	// Bridge, when set, makes the init relay the proxy ports on the
 	// sandbox's loopback to the proxy's Unix socket.
 	Bridge *BridgeSpec `json:"bridge,omitempty"`
+	// Hold makes the command wait, before its exec, until sbx has moved it
+	// into the run's cgroup (the init stays outside).
+	Hold bool `json:"hold,omitempty"`
 	// TmpLimited makes the init report a full /tmp (a size-limited tmpfs)
 	// once the command is done.
 	TmpLimited bool `json:"tmpLimited,omitempty"`

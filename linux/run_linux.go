@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -379,7 +380,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	}
 	plan, readOnly := SplitPlan(plan)
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
-		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited}
+		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil}
 	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
 		init.CPUSeconds = uint64((l.MaxCPU + time.Second - 1) / time.Second)
 		init.OpenFiles = uint64(l.MaxOpenFiles)
@@ -412,6 +413,19 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		return err
 	}
 	closeLater = append(closeLater, readyW)
+	// With a cgroup, the command waits on fd 9 until sbx has moved it in.
+	var goW *os.File
+	extra := append(append([]*os.File{specR, infoW}, files...), readyW)
+	if r.cg != nil {
+		goR, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		goW = w
+		defer goW.Close()
+		closeLater = append(closeLater, goR)
+		extra = append(extra, goR)
+	}
 	// fds in the child: 3 spec, 4 info, 5-7 the command's stdio, 8 ready.
 	args := BwrapArgs(plan, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
 	var bwrapErr bytes.Buffer
@@ -423,7 +437,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		Stdin:      nil,
 		Stdout:     &bwrapErr,
 		Stderr:     &bwrapErr,
-		ExtraFiles: append(append([]*os.File{specR, infoW}, files...), readyW),
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
@@ -460,44 +474,33 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
 	}
 	r.sandboxed = true
-	if r.cg == nil {
-		go func() {
-			specW.Write(specData)
-			specW.Close()
-		}()
-	}
+	go func() {
+		specW.Write(specData)
+		specW.Close()
+	}()
 
 	// The child's pid arrives on the info fd once the namespaces exist.
-	// With limits, the init joins the run's cgroups before it gets its
-	// spec, so everything the command starts is inside them.
 	pidCh := make(chan int, 1)
+	initPID := make(chan int, 1) // the same, for the cgroup hand-off
 	go func(pidc chan<- int) {
 		defer infoR.Close()
 		var info struct {
 			ChildPID int `json:"child-pid"`
 		}
-		err := json.NewDecoder(infoR).Decode(&info)
-		if err == nil && info.ChildPID > 0 {
-			if r.cg != nil {
-				if err := r.cg.add(info.ChildPID); err != nil {
-					r.cgErr = err
-					unix.Kill(info.ChildPID, unix.SIGKILL)
-				} else {
-					specW.Write(specData)
-				}
-				specW.Close()
-			}
+		if json.NewDecoder(infoR).Decode(&info) == nil && info.ChildPID > 0 {
+			initPID <- info.ChildPID
 			pidc <- info.ChildPID
-		} else if r.cg != nil {
-			specW.Close()
 		}
 		close(pidc)
 		io.Copy(io.Discard, infoR)
 	}(pidCh)
 	pidc := (<-chan int)(pidCh)
 
-	// The init writes one byte once it runs, and may add a report when
-	// the command is done (a full /tmp); EOF comes when it exits.
+	// The init writes one byte once it runs; then InitForked when the
+	// command waits to be moved into the cgroup (sbx moves it, the init
+	// itself stays out, so a fork bomb or an OOM cannot take it down), and
+	// TmpFullReport when the command is done with /tmp full. EOF comes
+	// when the init exits.
 	ready := make(chan bool, 1)
 	report := make(chan []byte, 1)
 	go func() {
@@ -505,7 +508,20 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		var b [1]byte
 		n, _ := readyR.Read(b[:])
 		ready <- n == 1
-		rest, _ := io.ReadAll(io.LimitReader(readyR, 16))
+		var rest []byte
+		for len(rest) < 16 {
+			if n, _ := readyR.Read(b[:]); n != 1 {
+				break
+			}
+			rest = append(rest, b[0])
+			if b[0] == InitForked && goW != nil {
+				r.cgErr = r.joinCgroup(initPID)
+				if r.cgErr == nil {
+					goW.Write([]byte{1})
+				}
+				goW.Close()
+			}
+		}
 		report <- rest
 	}()
 
@@ -571,7 +587,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 // setup failure, reported as an error with bwrap's own message.
 func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string) error {
 	if r.cgErr != nil {
-		return fmt.Errorf("%w: %v", pipeline.ErrUnavailable, r.cgErr)
+		return fmt.Errorf("%w: the command could not join its cgroup: %v", pipeline.ErrUnavailable, r.cgErr)
 	}
 	st := cmd.ProcessState
 	if st == nil {
@@ -677,4 +693,66 @@ func sameWriter(a, b io.Writer) (same bool) {
 		}
 	}()
 	return a != nil && a == b
+}
+
+// joinCgroup moves the command (the init's only child, held before its
+// exec) into the run's cgroups.
+func (r *run) joinCgroup(initPID <-chan int) error {
+	var pid int
+	select {
+	case pid = <-initPID:
+	case <-time.After(10 * time.Second):
+		return errors.New("bubblewrap never reported the sandbox's pid")
+	}
+	kids, err := childrenOf(pid)
+	if err != nil {
+		return err
+	}
+	if len(kids) != 1 {
+		return fmt.Errorf("the sandbox's init has %d children, want 1", len(kids))
+	}
+	return r.cg.add(kids[0])
+}
+
+// childrenOf lists a process's children, from /proc/PID/task/*/children
+// or, where the kernel lacks that file, from every process's parent.
+func childrenOf(pid int) ([]int, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err == nil && len(tasks) > 0 {
+		var out []int
+		for _, t := range tasks {
+			data, err := os.ReadFile(t)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range strings.Fields(string(data)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					out = append(out, n)
+				}
+			}
+		}
+		return out, nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(data, ')'); i > 0 {
+			if f := strings.Fields(string(data[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
 }
