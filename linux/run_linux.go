@@ -178,9 +178,11 @@ type run struct {
 	// TLS is terminated for bound credentials.
 	caFile, bundleFile string
 	// cg holds the run's cgroups when limits need them; cgErr is set if
-	// the init could not join them (the run is then killed).
-	cg    *cgroups
-	cgErr error
+	// the command could not join them (it is then never run), cgWarn
+	// instead when the limits were best-effort defaults.
+	cg     *cgroups
+	cgErr  error
+	cgWarn string
 	// tmpLimited: the private /tmp is a size-limited tmpfs.
 	tmpLimited bool
 	// tmpFull is set when the init reported the size-limited /tmp full.
@@ -515,9 +517,16 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 			}
 			rest = append(rest, b[0])
 			if b[0] == InitForked && goW != nil {
-				r.cgErr = r.joinCgroup(initPID)
-				if r.cgErr == nil {
+				err := r.joinCgroup(initPID)
+				switch {
+				case err == nil:
 					goW.Write([]byte{1})
+				case r.spec.Limits.BestEffort:
+					// Default limits only: run, and say so.
+					r.cgWarn = "default limits not enforced: the command could not join its cgroup: " + err.Error()
+					goW.Write([]byte{1})
+				default:
+					r.cgErr = err
 				}
 				goW.Close()
 			}
@@ -605,7 +614,9 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 	} else {
 		r.res.ExitCode = st.ExitCode()
 	}
-	if r.cg != nil {
+	if r.cgWarn != "" {
+		r.res.Warnings = append(r.res.Warnings, r.cgWarn)
+	} else if r.cg != nil {
 		r.res.LimitHit = r.cg.hit(r.spec.Limits)
 	}
 	if r.res.LimitHit == "" && r.tmpFull {
