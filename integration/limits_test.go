@@ -226,9 +226,13 @@ func TestToolResultNamesTheLimit(t *testing.T) {
 	e := newEnv(t)
 	requireCgroupLimits(t, e)
 	call := `{"type":"tool_use","id":"toolu_lim","name":"Bash","input":{"command":"for i in $(seq 60); do sleep 5 & done 2>/dev/null; wait"}}`
-	r := e.tool(call, "--max-procs", "10", "--mode", "bypassPermissions")
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	r := e.tool(call, "--max-procs", "10", "--mode", "bypassPermissions", "--audit", audit)
 	if !strings.Contains(r.stdout, `"tool_use_id":"toolu_lim"`) || !strings.Contains(r.stdout, "limit reached: process limit (--max-procs 10)") {
 		t.Errorf("tool_result:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(audit); !strings.Contains(string(b), `"event":"limit","limit":"process limit (--max-procs 10)"`) {
+		t.Errorf("audit log has no limit event:\n%s", b)
 	}
 }
 

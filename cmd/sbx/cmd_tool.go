@@ -67,6 +67,7 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 	b := newBackend(s.st.BwrapPath.V, pipeline.StateDir(os.Getenv, s.home))
 	b.platformSettings(s.st, stderr)
 	cleanup := func() {}
+	exe := b.executor()
 	if t.audit != "" {
 		a, err := openAudit(t.audit)
 		if err != nil {
@@ -74,13 +75,14 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 		}
 		b.setAudit(a.event)
 		cleanup = func() { a.Close() }
+		exe = auditedExecutor{exe, a}
 	}
 	masked, err := creds.MaskEnv(commandEnv(os.Environ()), pipeline.CredentialsConfig(s.st))
 	if err != nil {
 		return nil, nil, err
 	}
 	b.setSecrets(masked.Secrets)
-	r := &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: b.executor(), FS: pol, Net: netPol,
+	r := &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: exe, FS: pol, Net: netPol,
 		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets), Limits: lim}
 	if s.gate.Interactive {
 		r.Prompt = (&ttyPrompt{}).ask
@@ -160,4 +162,23 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		w.Flush()
 	}
 	return 0, sc.Err()
+}
+
+// auditedExecutor records the limits that stopped a tool call's command.
+type auditedExecutor struct {
+	pipeline.Executor
+	audit *auditLog
+}
+
+func (e auditedExecutor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	res, err := e.Executor.Run(ctx, s, stdio)
+	if err == nil {
+		if res.LimitHit != "" {
+			e.audit.limit(res.LimitHit, res.ExitCode)
+		}
+		if res.TimedOut {
+			e.audit.limit(fmt.Sprintf("wall clock (timeout %s)", s.Timeout), res.ExitCode)
+		}
+	}
+	return res, err
 }
