@@ -182,10 +182,9 @@ func (c *cgroups) hit(l pipeline.Limits) string {
 		if c.v2 {
 			oom = counter(filepath.Join(c.memDir, "memory.events"), "oom_kill")
 		} else {
+			// Not memory.failcnt: it counts every reclaim at the limit,
+			// which is normal for page cache and stops nothing.
 			oom = counter(filepath.Join(c.memDir, "memory.oom_control"), "oom_kill")
-			if b, err := os.ReadFile(filepath.Join(c.memDir, "memory.failcnt")); err == nil && strings.TrimSpace(string(b)) != "0" && oom == 0 {
-				oom = 1
-			}
 		}
 		if oom > 0 {
 			return fmt.Sprintf("memory limit (--max-memory %d bytes)", l.MaxMemory)
