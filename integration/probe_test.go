@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,10 @@ func TestProbes(t *testing.T) {
 	}
 	for _, r := range results {
 		want := StatusPass
+		if r.Name == "resource-limits" && r.Status != want && !inCI() && strings.Contains(r.Detail, "cannot enforce") {
+			t.Logf("probe %s skipped on this host: %s", r.Name, r.Detail)
+			continue
+		}
 		if r.Status != want {
 			t.Errorf("probe %s: %s, want %s (%s)", r.Name, r.Status, want, r.Detail)
 			for _, s := range r.Steps {

@@ -77,6 +77,7 @@ func Probes() []Probe {
 		{"unix-sockets", "a host Unix socket cannot be connected to from the sandbox", probeUnixSockets},
 		{"process-isolation", "host processes are invisible in the sandbox and nothing it starts survives it", probeProcesses},
 		{"credential-masking", "a masked variable's real value is never visible and reaches only its bound host", probeCredentials},
+		{"resource-limits", "a process flood stays under --max-procs and a memory balloon is stopped at --max-memory; both results name the limit", probeLimits},
 	}
 }
 
@@ -363,4 +364,52 @@ func probeCredentials(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	st.check("the bound host received the real value", len(got) == 1 && got[0] == "Bearer "+real, fmt.Sprintf("%d requests", len(got)))
 	st.check("the real value appears nowhere in the result or sbx's stderr", !strings.Contains(string(st.ToolResult), real) && !strings.Contains(st.stderr, real), "")
 	res.Steps = append(res.Steps, st)
+}
+
+func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	marker := "7" + strconv.Itoa(os.Getpid()) + ".5"
+	peak := 0
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			peak = max(peak, len(PidsWith(marker)))
+		}
+	}()
+	st := p.call(ctx, "Bash", map[string]any{"command": "for i in $(seq 100); do sleep " + marker + " & done 2>/dev/null; wait", "timeout": 3000},
+		"--max-procs", "32", "--mode", "bypassPermissions")
+	close(stop)
+	<-done
+	if strings.Contains(st.content(), "cannot enforce") {
+		res.Status, res.Detail = StatusFail, "this host cannot enforce process and memory limits: "+firstLine(st.content())
+	}
+	// The shell's own command line holds the marker too: it counts, as it
+	// does in the cgroup.
+	st.check("processes seen from outside stay within --max-procs 32", peak > 0 && peak <= 32, fmt.Sprintf("peak %d processes (the shell and its sleeps)", peak))
+	st.check("the tool_result names the process limit", strings.Contains(st.content(), "limit reached: process limit (--max-procs 32)"), st.content())
+	deadline := time.Now().Add(5 * time.Second)
+	for len(PidsWith(marker)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	st.check("no process of the flood survives", len(PidsWith(marker)) == 0, fmt.Sprintf("pids=%v", PidsWith(marker)))
+	res.Steps = append(res.Steps, st)
+
+	st = p.call(ctx, "Bash", map[string]string{"command": "echo kept > kept.txt; head -c 1G /dev/zero | tail -n 1 >/dev/null; echo \"tail: $?\""},
+		"--max-memory", "64M", "--mode", "bypassPermissions")
+	st.check("the balloon is killed at --max-memory 64M", strings.Contains(st.content(), "tail: 137"), st.content())
+	st.check("the tool_result names the memory limit", strings.Contains(st.content(), "limit reached: memory limit"), st.content())
+	b, _ := os.ReadFile(filepath.Join(p.WS, "kept.txt"))
+	st.check("a file written before the limit stays", string(b) == "kept\n", string(b))
+	res.Steps = append(res.Steps, st)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
