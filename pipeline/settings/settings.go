@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Level is a settings level. Lower values take precedence.
@@ -290,7 +291,10 @@ func Load(o Options) (*Settings, error) {
 		data := c.inline
 		if data == nil {
 			data, err = read(c.path)
-			if errors.Is(err, fs.ErrNotExist) && !c.required {
+			// ENOTDIR: a directory on the way is a file (such as a running
+			// sandbox's placeholder for an absent .claude), so the file
+			// does not exist either.
+			if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && !c.required {
 				continue
 			}
 			if err != nil {

@@ -301,3 +301,23 @@ func TestNetworkLists(t *testing.T) {
 		t.Errorf("managed-only allowed = %s", got)
 	}
 }
+
+// A file where a settings directory would be (a running sandbox's
+// placeholder for an absent .claude or .sbx) means no settings there.
+func TestFileInPlaceOfSettingsDir(t *testing.T) {
+	root := t.TempDir()
+	ws, home := filepath.Join(root, "ws"), filepath.Join(root, "home")
+	for _, d := range []string{ws, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{".claude", ".sbx"} {
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Load(Options{ProjectDir: ws, Home: home, Claude: true}); err != nil {
+		t.Errorf("Load: %v", err)
+	}
+}
