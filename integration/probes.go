@@ -368,24 +368,10 @@ func probeCredentials(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 
 func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	marker := "7" + strconv.Itoa(os.Getpid()) + ".5"
-	peak := 0
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			peak = max(peak, len(PidsWith(marker)))
-		}
-	}()
+	w := WatchPeak(func() int { return len(PidsWith(marker)) })
 	st := p.call(ctx, "Bash", map[string]any{"command": "for i in $(seq 100); do sleep " + marker + " & done 2>/dev/null; wait", "timeout": 3000},
 		"--max-procs", "32", "--mode", "bypassPermissions")
-	close(stop)
-	<-done
+	peak := w.Stop()
 	if strings.Contains(st.content(), "cannot enforce") {
 		res.Status, res.Detail = StatusFail, "this host cannot enforce process and memory limits: "+firstLine(st.content())
 	}

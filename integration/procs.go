@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Descendants lists the processes below pid (not pid itself), from /proc.
@@ -49,4 +51,46 @@ func PidsWith(marker string) []int {
 		}
 	}
 	return out
+}
+
+// PeakWatcher samples a count every 20 ms and keeps the highest value.
+type PeakWatcher struct {
+	mu   sync.Mutex
+	peak int
+	quit chan struct{}
+	done chan struct{}
+}
+
+// WatchPeak starts sampling; the peak is -1 until a sample is taken.
+func WatchPeak(sample func() int) *PeakWatcher {
+	w := &PeakWatcher{peak: -1, quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			n := sample()
+			w.mu.Lock()
+			w.peak = max(w.peak, n)
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// Peak is the highest count seen so far.
+func (w *PeakWatcher) Peak() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.peak
+}
+
+// Stop ends the sampling and returns the peak.
+func (w *PeakWatcher) Stop() int {
+	close(w.quit)
+	<-w.done
+	return w.Peak()
 }
