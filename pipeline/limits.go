@@ -140,13 +140,12 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 		if err := f.set(v); err != nil {
 			return RunLimits{}, &LimitError{Source: src, Value: v, Err: err}
 		}
-		if f.text == "" && st != nil {
-			// A setting, not a default: unenforceable means refuse.
+		switch f.key {
+		case "maxProcs", "maxMemory", "maxTmp":
+			// The limits a host may be unable to enforce: once the user
+			// sets one, none of them is best effort any more.
 			out.BestEffort = false
 		}
-	}
-	if fl != (LimitFlags{}) {
-		out.BestEffort = false
 	}
 	return out, nil
 }

@@ -68,9 +68,24 @@ func TestResolveLimits(t *testing.T) {
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	// Defaults alone stay best effort.
-	if got, _ := ResolveLimits(nil, LimitFlags{}, DefaultToolLimits()); !got.BestEffort {
-		t.Error("defaults should be best effort")
+	// Defaults stay best effort unless the user sets a limit the host
+	// might not enforce.
+	for _, tt := range []struct {
+		fl   LimitFlags
+		want bool
+	}{
+		{LimitFlags{}, true},
+		{LimitFlags{MaxOutput: "1M", Timeout: "5s", MaxCPU: "1s", MaxOpenFiles: "64"}, true},
+		{LimitFlags{MaxProcs: "64"}, false},
+		{LimitFlags{MaxMemory: "1G"}, false},
+		{LimitFlags{MaxTmp: "1G"}, false},
+	} {
+		if got, _ := ResolveLimits(nil, tt.fl, DefaultToolLimits()); got.BestEffort != tt.want {
+			t.Errorf("%+v: BestEffort %v, want %v", tt.fl, got.BestEffort, tt.want)
+		}
+	}
+	if got, _ := ResolveLimits(st, LimitFlags{}, DefaultToolLimits()); got.BestEffort {
+		t.Error("sandbox.limits.maxProcs in settings should make the limits strict")
 	}
 	for _, tt := range []struct {
 		st    *settings.Settings
