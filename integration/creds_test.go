@@ -143,17 +143,8 @@ func TestHTTPSInjectionThroughTheSandbox(t *testing.T) {
 func TestSecretNotInSandboxProcesses(t *testing.T) {
 	e := newEnv(t)
 	real := "sk-ant-" + strings.Repeat("Zq9", 8)
-	cmd := exec.Command(sbxBin, "run", "-c", "echo ready > ready.txt; sleep 2")
-	cmd.Dir = e.ws
-	cmd.Env = append(e.environ(), "ANTHROPIC_API_KEY="+real)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := e.startReady([]string{"ANTHROPIC_API_KEY=" + real}, "run", "-c", "echo ready > ready.txt; sleep 2")
 	defer cmd.Wait()
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
-		cmd.Process.Kill()
-		t.Fatal("never ready")
-	}
 	scanned := 0
 	for _, pid := range Descendants(cmd.Process.Pid) {
 		for _, f := range []string{"cmdline", "environ"} {

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -242,15 +241,7 @@ func TestStaleCgroupCleanedAfterSIGKILL(t *testing.T) {
 	e := newEnv(t)
 	requireCgroupLimits(t, e)
 	before := len(sbxCgroups(t))
-	cmd := exec.Command(sbxBin, "run", "--max-procs", "64", "-c", "echo ready > ready.txt; sleep 60")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
-		cmd.Process.Kill()
-		t.Fatal("command never started")
-	}
+	cmd := e.startReady(nil, "run", "--max-procs", "64", "-c", "echo ready > ready.txt; sleep 60")
 	if n := len(sbxCgroups(t)); n != before+1 {
 		t.Errorf("%d sbx cgroups during the run, want %d", n, before+1)
 	}

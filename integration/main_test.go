@@ -121,6 +121,24 @@ func (e *env) sh(script string, flags ...string) result {
 	return e.sbx(append(append([]string{"run"}, flags...), "-c", script)...)
 }
 
+// startReady starts sbx with args in the workspace, with extraEnv added,
+// and waits (at most 10 s) until the sandboxed command has written
+// ready.txt there.
+func (e *env) startReady(extraEnv []string, args ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(sbxBin, args...)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), extraEnv...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		e.t.Fatalf("sbx %q: the command never wrote ready.txt", args)
+	}
+	return cmd
+}
+
 func (e *env) path(rel string) string { return filepath.Join(e.ws, rel) }
 
 func (e *env) write(rel, content string) string {

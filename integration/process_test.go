@@ -155,15 +155,7 @@ func TestBackgroundProcessesDieWithCommand(t *testing.T) {
 
 func TestSignalForwarding(t *testing.T) {
 	e := newEnv(t)
-	cmd := exec.Command(sbxBin, "run", "-c", `trap 'echo got-int > int.txt; exit 5' INT; echo ready > ready.txt; while :; do sleep 0.05; done`)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
-		cmd.Process.Kill()
-		t.Fatal("command never started")
-	}
+	cmd := e.startReady(nil, "run", "-c", `trap 'echo got-int > int.txt; exit 5' INT; echo ready > ready.txt; while :; do sleep 0.05; done`)
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -186,15 +178,7 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	e.write("file", "x")
 	before := listing(t, e.ws)
 	marker := "14.142" + strconv.Itoa(os.Getpid())
-	cmd := exec.Command(sbxBin, "run", "--mode", "bypassPermissions", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready > ready.txt; sleep "+marker)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
-		cmd.Process.Kill()
-		t.Fatal("command never started")
-	}
+	cmd := e.startReady(nil, "run", "--mode", "bypassPermissions", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready > ready.txt; sleep "+marker)
 	// Placeholders exist on the host while the sandbox runs.
 	if _, err := os.Lstat(e.path(".bashrc")); err != nil {
 		t.Errorf("no placeholder during the run: %v", err)
