@@ -380,7 +380,14 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	for _, w := range r.spec.FS.Writable {
 		writable = append(writable, w.Path)
 	}
-	plan, readOnly := SplitPlan(plan)
+	// The init can make its read-only binds only where the sandbox's user
+	// namespace owns its mount namespace: when sbx runs as root. For other
+	// users bubblewrap nests the sandbox in a second user namespace (to map
+	// the caller's uid), so bubblewrap makes every mount itself.
+	var readOnly []string
+	if os.Getuid() == 0 {
+		plan, readOnly = SplitPlan(plan)
+	}
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil}
 	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
