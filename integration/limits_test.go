@@ -209,7 +209,7 @@ func TestLimitSettings(t *testing.T) {
 		t.Errorf("a flag should win over settings: %q %q", r.stdout, r.stderr)
 	}
 	for _, bad := range []struct{ json, want string }{
-		{`{"sandbox":{"limits":{"maxDisk":"1G"}}}`, "sandbox.limits.maxDisk"},
+		{`{"sandbox":{"limits":{"maxDisk":"a lot"}}}`, "sandbox.limits.maxDisk"},
 		{`{"sandbox":{"limits":{"maxMemry":"1G"}}}`, "sandbox.limits.maxMemry"},
 		{`{"sandbox":{"limits":{"maxMemory":"lots"}}}`, "sandbox.limits.maxMemory"},
 		{`{"sandbox":{"limits":{"maxProcs":"many"}}}`, "sandbox.limits.maxProcs"},

@@ -14,8 +14,8 @@ import (
 )
 
 // TestUnprivilegedCaller runs sbx as a user other than root (nobody): the
-// sandbox and its read-only binds must work without any privilege on the
-// host.
+// sandbox, its read-only binds and the disk budget must work without any
+// privilege on the host.
 func TestUnprivilegedCaller(t *testing.T) {
 	requireSandbox(t)
 	if os.Getuid() != 0 {
@@ -68,4 +68,12 @@ func TestUnprivilegedCaller(t *testing.T) {
 	}
 	assertContent(t, filepath.Join(ws, "plain.txt"), "plain\n")
 	assertAbsent(t, filepath.Join(ws, ".bashrc"))
+	out, code := run("run", "--max-disk", "1M", "-c", `echo disk > disk.txt; head -c 2097152 /dev/zero > big`)
+	if code == 0 || !strings.Contains(out, "disk budget is spent") {
+		t.Errorf("disk budget as nobody: exit %d, output:\n%s", code, out)
+	}
+	assertContent(t, filepath.Join(ws, "disk.txt"), "disk\n")
+	if st, err := os.Stat(filepath.Join(ws, "disk.txt")); err == nil && st.Sys().(*syscall.Stat_t).Uid != nobody {
+		t.Errorf("disk.txt owned by uid %d, want %d", st.Sys().(*syscall.Stat_t).Uid, nobody)
+	}
 }

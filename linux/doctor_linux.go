@@ -59,6 +59,7 @@ func (e *Executor) Doctor(ctx context.Context) *Report {
 	add(checkLandlock(e.RequireLandlock))
 	add(checkLimits())
 	if perr == nil {
+		add(checkDisk(ctx, exe))
 		add(e.checkSandbox(ctx, bwrap, exe))
 	}
 	return rep
@@ -177,7 +178,7 @@ func checkLandlock(required bool) Check {
 func checkLimits() Check {
 	c := Check{Name: "resource limits"}
 	cg, err := newCgroups(pipeline.Limits{MaxProcs: 64, MaxMemory: 64 << 20}, fmt.Sprintf("sbx-doctor-%d", os.Getpid()))
-	always := "--max-cpu, --max-open-files: rlimits; --max-tmp: tmpfs size; --timeout, --max-output: sbx; --max-disk: not implemented"
+	always := "--max-cpu, --max-open-files: rlimits; --max-tmp: tmpfs size; --timeout, --max-output: sbx; --max-disk: see \"disk budget\""
 	if err != nil {
 		c.Detail = "--max-procs, --max-memory: NOT enforceable here (" + err.Error() + "); " + always
 		return c

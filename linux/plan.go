@@ -37,6 +37,10 @@ type Op struct {
 	Size int64  `json:"size,omitempty"` // OpTmpfs: bytes, 0 for the default
 }
 
+// TmpInBudget is the directory of the disk budget that is the sandbox's
+// /tmp.
+const TmpInBudget = "tmp"
+
 // PlanInput is what [BuildPlan] needs besides the policy.
 type PlanInput struct {
 	Policy *fsrules.Policy
@@ -60,6 +64,11 @@ type PlanInput struct {
 	ExtraROBinds []string
 	// TmpSize bounds the private /tmp in bytes; 0 means tmpfs's default.
 	TmpSize int64
+	// DiskStage, when set, is where the disk budget is mounted (in the disk
+	// helper's namespace, which bubblewrap starts from): it is hidden from
+	// the sandbox, and unless TmpSize is set the private /tmp is its
+	// [TmpInBudget] directory.
+	DiskStage string
 }
 
 func depth(p string) int {
@@ -75,7 +84,14 @@ func depth(p string) int {
 func BuildPlan(in PlanInput) []Op {
 	pol := in.Policy
 	var ops []Op
-	ops = append(ops, Op{Kind: OpTmpfs, Dst: "/tmp", Why: "private /tmp", Size: in.TmpSize})
+	if in.DiskStage != "" && in.TmpSize == 0 {
+		ops = append(ops, Op{Kind: OpBind, Src: in.DiskStage + "/" + TmpInBudget, Dst: "/tmp", Why: "private /tmp in the disk budget"})
+	} else {
+		ops = append(ops, Op{Kind: OpTmpfs, Dst: "/tmp", Why: "private /tmp", Size: in.TmpSize})
+	}
+	if in.DiskStage != "" {
+		ops = append(ops, Op{Kind: OpHide, Dst: in.DiskStage, Why: "disk budget"})
+	}
 	for _, w := range pol.Writable {
 		ops = append(ops, Op{Kind: OpBind, Src: w.Path, Dst: w.Path, Why: "writable: " + w.Origin})
 	}
@@ -205,7 +221,7 @@ func sameView(before []Op, p string) bool {
 		return false
 	}
 	op := before[best]
-	return op.Kind == OpBind || (op.Kind == OpROBind && op.Src == op.Dst)
+	return (op.Kind == OpBind || op.Kind == OpROBind) && op.Src == op.Dst
 }
 
 // BwrapOptions are the parts of the bubblewrap command line that are not

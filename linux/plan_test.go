@@ -73,6 +73,13 @@ func TestBwrapArgsGolden(t *testing.T) {
 			Exe:          "/home/u/bin/sbx",
 			TmpSize:      256 << 20,
 		}},
+		{"disk-budget", PlanInput{
+			Policy:       &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{p("/w", true)}},
+			Placeholders: []fsrules.Entry{{Path: "/w/.bashrc"}},
+			EmptyFile:    "/state/run/empty",
+			Exe:          "/usr/bin/sbx",
+			DiskStage:    "/state/run/disk",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,5 +125,23 @@ func TestPlanHiddenTreeGetsMountPointsThenReadOnly(t *testing.T) {
 	want := []string{"hide /h", "dir /h/w", "robind /h/f", "remount-ro /h", "bind /h/w", "robind /h/f"}
 	if diff := cmp.Diff(want, seq); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// A bind whose source is another path (the disk budget's /tmp) does not
+// show the host's file below it: read-only binds there stay bubblewrap's.
+func TestSplitPlanOnlyBelowSameView(t *testing.T) {
+	plan := []Op{
+		{Kind: OpBind, Src: "/state/disk/tmp", Dst: "/tmp"},
+		{Kind: OpROBind, Src: "/tmp/x", Dst: "/tmp/x"},
+		{Kind: OpBind, Src: "/w", Dst: "/w"},
+		{Kind: OpROBind, Src: "/w/.bashrc", Dst: "/w/.bashrc"},
+	}
+	bw, initRO := SplitPlan(plan)
+	if diff := cmp.Diff([]string{"/w/.bashrc"}, initRO); diff != "" {
+		t.Errorf("init binds (-want +got):\n%s", diff)
+	}
+	if len(bw) != 3 {
+		t.Errorf("bubblewrap ops %v, want the other three", bw)
 	}
 }

@@ -122,6 +122,12 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err := r.prepare(); err != nil {
 		return nil, err
 	}
+	if s.Limits.MaxDisk > 0 {
+		r.diskStage = filepath.Join(runDir, "disk")
+		if err := os.Mkdir(r.diskStage, 0o700); err != nil {
+			return nil, fmt.Errorf("linux: disk budget directory: %w", err)
+		}
+	}
 	r.tmpLimited = s.Limits.MaxTmp > 0
 	if s.Limits.MaxTmp > 0 {
 		for _, w := range s.FS.Writable {
@@ -145,7 +151,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	r.cg = cg
 	defer cg.remove()
-	plan := BuildPlan(PlanInput{
+	in := PlanInput{
 		Policy:       s.FS,
 		Protected:    r.snap.Existing,
 		Placeholders: r.rec.Placeholders,
@@ -154,7 +160,18 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		ProxySocket:  r.proxySocket,
 		ExtraROBinds: nonEmpty(r.caFile, r.bundleFile),
 		TmpSize:      s.Limits.MaxTmp,
-	})
+		DiskStage:    r.diskStage,
+	}
+	plan := BuildPlan(in)
+	if r.diskStage != "" && s.Limits.BestEffort {
+		// A default budget the host cannot set up: the writable roots are
+		// written directly, /tmp stays bounded.
+		in.DiskStage = ""
+		if in.TmpSize == 0 {
+			in.TmpSize = s.Limits.MaxDisk
+		}
+		r.fallbackPlan = BuildPlan(in)
+	}
 	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
 		return nil, err
 	}
@@ -187,6 +204,13 @@ type run struct {
 	tmpLimited bool
 	// tmpFull is set when the init reported the size-limited /tmp full.
 	tmpFull bool
+	// diskStage is set when writes go to a disk budget (--max-disk) through
+	// the disk helper; diskRep is what the helper reported.
+	diskStage string
+	diskRep   *DiskReport
+	// fallbackPlan is the plan without the budget, for a best-effort
+	// budget the helper cannot set up.
+	fallbackPlan []Op
 }
 
 // startProxy listens on a Unix socket in a private directory (mode 0700,
@@ -438,6 +462,21 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	// fds in the child: 3 spec, 4 info, 5-7 the command's stdio, 8 ready.
 	args := BwrapArgs(plan, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
 	var bwrapErr bytes.Buffer
+	var disk *diskCtl
+	if r.diskStage != "" {
+		if disk, err = r.diskHelper(bwrap, exe, args, len(extra)); err != nil {
+			return err
+		}
+		if fb := r.fallbackPlan; fb != nil {
+			if os.Getuid() == 0 {
+				fb, _ = SplitPlan(fb)
+			}
+			disk.spec.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
+		}
+		defer disk.parent.Close()
+		closeLater = append(closeLater, disk.child)
+		extra = append(extra, disk.child)
+	}
 	cmd := &exec.Cmd{
 		Path:       bwrap,
 		Args:       append([]string{"bwrap"}, args...),
@@ -451,6 +490,10 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
 		},
+	}
+	if disk != nil {
+		cmd.Path, cmd.Args = exe, disk.argv
+		disk.sysProcAttr(cmd.SysProcAttr)
 	}
 
 	// Pdeathsig follows the thread that forked bwrap: start and wait from
@@ -487,6 +530,10 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		specW.Write(specData)
 		specW.Close()
 	}()
+	diskRep := make(chan *DiskReport, 1)
+	if disk != nil {
+		go disk.exchange(diskRep)
+	}
 
 	// The child's pid arrives on the info fd once the namespaces exist.
 	pidCh := make(chan int, 1)
@@ -556,6 +603,11 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		if childPID > 0 {
 			_ = unix.Kill(childPID, unix.SIGKILL) // PID 1: the whole namespace goes
 		}
+		if disk != nil {
+			// The helper kills bubblewrap, then merges what was written.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return
+		}
 		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 	}
 	var pending []os.Signal
@@ -593,6 +645,12 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 				r.tmpFull = bytes.IndexByte(rep, TmpFullReport) >= 0
 			case <-time.After(time.Second):
 			}
+			if disk != nil {
+				select {
+				case r.diskRep = <-diskRep:
+				case <-time.After(time.Second):
+				}
+			}
 			return r.finish(w.err, initRan, cmd, bwrapErr.String())
 		}
 	}
@@ -604,6 +662,11 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string) error {
 	if r.cgErr != nil {
 		return fmt.Errorf("%w: the command could not join its cgroup: %v", pipeline.ErrUnavailable, r.cgErr)
+	}
+	if r.diskStage != "" {
+		if err := r.diskResult(); err != nil {
+			return err
+		}
 	}
 	st := cmd.ProcessState
 	if st == nil {
@@ -625,6 +688,9 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 		r.res.Warnings = append(r.res.Warnings, r.cgWarn)
 	} else if r.cg != nil {
 		r.res.LimitHit = r.cg.hit(r.spec.Limits)
+	}
+	if r.res.LimitHit == "" && r.diskRep != nil && r.diskRep.Full {
+		r.res.LimitHit = fmt.Sprintf("the disk budget is spent (--max-disk %d bytes)", r.spec.Limits.MaxDisk)
 	}
 	if r.res.LimitHit == "" && r.tmpFull {
 		r.res.LimitHit = fmt.Sprintf("the private /tmp is full (--max-tmp %d bytes)", r.spec.Limits.MaxTmp)

@@ -54,7 +54,7 @@ func ParseSize(s string) (int64, error) {
 // LimitFlags are resource limits given on the command line, as text; ""
 // means not given.
 type LimitFlags struct {
-	MaxProcs, MaxMemory, MaxCPU, Timeout, MaxOutput, MaxTmp, MaxOpenFiles string
+	MaxProcs, MaxMemory, MaxCPU, Timeout, MaxOutput, MaxTmp, MaxOpenFiles, MaxDisk string
 }
 
 // RunLimits is everything that bounds one run: the executor's Limits, the
@@ -87,18 +87,29 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 		key, flag, text string
 		set             func(string) error
 	}
+	// "none" lifts one of the executor's limits (a default of sbx tool, or
+	// one set in a lower settings level).
+	none := func(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "none") }
 	count := func(dst *int) func(string) error {
 		return func(v string) error {
+			if none(v) {
+				*dst = 0
+				return nil
+			}
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n < 1 {
-				return errors.New("want a whole number of at least 1")
+				return errors.New("want a whole number of at least 1, or none")
 			}
 			*dst = n
 			return nil
 		}
 	}
-	size := func(dst *int64) func(string) error {
+	size := func(dst *int64, lift bool) func(string) error {
 		return func(v string) error {
+			if lift && none(v) {
+				*dst = 0
+				return nil
+			}
 			n, err := ParseSize(v)
 			if err != nil {
 				return err
@@ -107,8 +118,12 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 			return nil
 		}
 	}
-	dur := func(dst *time.Duration) func(string) error {
+	dur := func(dst *time.Duration, lift bool) func(string) error {
 		return func(v string) error {
+			if lift && none(v) {
+				*dst = 0
+				return nil
+			}
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			if err != nil || d <= 0 {
 				return errors.New("want a positive duration such as 90s or 5m")
@@ -119,12 +134,13 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 	}
 	fields := []field{
 		{"maxProcs", "--max-procs", fl.MaxProcs, count(&out.MaxProcs)},
-		{"maxMemory", "--max-memory", fl.MaxMemory, size(&out.MaxMemory)},
-		{"maxCpu", "--max-cpu", fl.MaxCPU, dur(&out.MaxCPU)},
-		{"timeout", "--timeout", fl.Timeout, dur(&out.Timeout)},
-		{"maxOutput", "--max-output", fl.MaxOutput, size(&out.MaxOutput)},
-		{"maxTmp", "--max-tmp", fl.MaxTmp, size(&out.MaxTmp)},
+		{"maxMemory", "--max-memory", fl.MaxMemory, size(&out.MaxMemory, true)},
+		{"maxCpu", "--max-cpu", fl.MaxCPU, dur(&out.MaxCPU, true)},
+		{"timeout", "--timeout", fl.Timeout, dur(&out.Timeout, false)},
+		{"maxOutput", "--max-output", fl.MaxOutput, size(&out.MaxOutput, false)},
+		{"maxTmp", "--max-tmp", fl.MaxTmp, size(&out.MaxTmp, true)},
 		{"maxOpenFiles", "--max-open-files", fl.MaxOpenFiles, count(&out.MaxOpenFiles)},
+		{"maxDisk", "--max-disk", fl.MaxDisk, size(&out.MaxDisk, true)},
 	}
 	for _, f := range fields {
 		src, v := "", ""
@@ -141,7 +157,10 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 			return RunLimits{}, &LimitError{Source: src, Value: v, Err: err}
 		}
 		switch f.key {
-		case "maxProcs", "maxMemory", "maxTmp":
+		case "maxProcs", "maxMemory", "maxTmp", "maxDisk":
+			if none(v) {
+				break
+			}
 			// The limits a host may be unable to enforce: once the user
 			// sets one, none of them is best effort any more.
 			out.BestEffort = false
@@ -151,12 +170,13 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 }
 
 // DefaultToolLimits are the limits of an agent's Bash call (sbx tool and
-// sbx serve) unless flags or settings say otherwise. They are best effort:
+// sbx serve) unless flags or settings say otherwise. The disk budget holds
+// the private /tmp too, so /tmp has no bound of its own. They are best effort:
 // a host that cannot enforce one gets a warning in the result, not a
 // refusal; a limit the user sets is never best effort.
 func DefaultToolLimits() RunLimits {
 	return RunLimits{
-		Limits:    Limits{MaxProcs: 512, MaxMemory: 2 << 30, MaxTmp: 1 << 30, BestEffort: true},
+		Limits:    Limits{MaxProcs: 512, MaxMemory: 2 << 30, MaxDisk: 1 << 30, BestEffort: true},
 		Timeout:   DefaultBashTimeout,
 		MaxOutput: MaxOutputChars,
 	}

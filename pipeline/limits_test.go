@@ -63,7 +63,7 @@ func TestResolveLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RunLimits{Limits: Limits{MaxProcs: 7, MaxMemory: 1 << 30, MaxCPU: 90 * time.Second, MaxTmp: 1 << 30},
+	want := RunLimits{Limits: Limits{MaxProcs: 7, MaxMemory: 1 << 30, MaxCPU: 90 * time.Second, MaxDisk: 1 << 30},
 		Timeout: DefaultBashTimeout, MaxOutput: MaxOutputChars}
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -79,10 +79,15 @@ func TestResolveLimits(t *testing.T) {
 		{LimitFlags{MaxProcs: "64"}, false},
 		{LimitFlags{MaxMemory: "1G"}, false},
 		{LimitFlags{MaxTmp: "1G"}, false},
+		{LimitFlags{MaxDisk: "1G"}, false},
+		{LimitFlags{MaxDisk: "none"}, true},
 	} {
 		if got, _ := ResolveLimits(nil, tt.fl, DefaultToolLimits()); got.BestEffort != tt.want {
 			t.Errorf("%+v: BestEffort %v, want %v", tt.fl, got.BestEffort, tt.want)
 		}
+	}
+	if got, err := ResolveLimits(nil, LimitFlags{MaxDisk: "none", MaxProcs: "NONE"}, DefaultToolLimits()); err != nil || got.MaxDisk != 0 || got.MaxProcs != 0 || got.MaxMemory != 2<<30 {
+		t.Errorf("none should lift exactly the limits it is given: %+v %v", got, err)
 	}
 	if got, _ := ResolveLimits(st, LimitFlags{}, DefaultToolLimits()); got.BestEffort {
 		t.Error("sandbox.limits.maxProcs in settings should make the limits strict")
@@ -95,6 +100,8 @@ func TestResolveLimits(t *testing.T) {
 		{nil, LimitFlags{MaxMemory: "lots"}, "--max-memory"},
 		{nil, LimitFlags{MaxProcs: "0"}, "--max-procs"},
 		{nil, LimitFlags{Timeout: "-1s"}, "--timeout"},
+		{nil, LimitFlags{Timeout: "none"}, "--timeout"},
+		{nil, LimitFlags{MaxDisk: "0"}, "--max-disk"},
 		{&settings.Settings{Limits: map[string]settings.String{"maxCpu": {V: "soon", Set: true, File: file}}}, LimitFlags{}, "/ws/.claude/settings.json: sandbox.limits.maxCpu"},
 	} {
 		_, err := ResolveLimits(tt.st, tt.fl, RunLimits{})

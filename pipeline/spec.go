@@ -43,6 +43,11 @@ type Limits struct {
 	MaxTmp int64
 	// MaxOpenFiles bounds open descriptors per process (RLIMIT_NOFILE).
 	MaxOpenFiles int
+	// MaxDisk bounds, in bytes, what the run may add to its writable roots
+	// and its private /tmp together (unless MaxTmp is set: /tmp then has its
+	// own bound). On Linux the writes go to an overlay whose upper layer is
+	// a size-limited tmpfs, merged into the host when the run ends.
+	MaxDisk int64
 	// BestEffort turns a limit this host cannot enforce into a warning in
 	// the Result instead of ErrUnavailable; it is set only for defaults,
 	// never for a limit the user asked for.

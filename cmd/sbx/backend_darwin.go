@@ -28,6 +28,10 @@ const rlimitArg = "__sbx_rlimit"
 
 func rlimitMain([]string) int { return exitSbxError }
 
+const diskArg = "__sbx_disk"
+
+func diskMain([]string) int { return exitSbxError }
+
 func closeLeakedFDs() {}
 
 type backend struct{ exec *darwin.Executor }

@@ -28,6 +28,10 @@ const rlimitArg = linux.RlimitArg
 
 func rlimitMain(args []string) int { return linux.RlimitExec(args) }
 
+const diskArg = linux.DiskHelperArg
+
+func diskMain(args []string) int { return linux.DiskHelper(args) }
+
 // closeLeakedFDs marks every descriptor the caller leaked to sbx
 // close-on-exec, so none reaches bubblewrap or the command.
 func closeLeakedFDs() {

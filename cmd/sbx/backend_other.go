@@ -25,6 +25,10 @@ const rlimitArg = "__sbx_rlimit"
 
 func rlimitMain([]string) int { return exitSbxError }
 
+const diskArg = "__sbx_disk"
+
+func diskMain([]string) int { return exitSbxError }
+
 func closeLeakedFDs() {}
 
 type backend struct{}

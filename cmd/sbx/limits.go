@@ -10,13 +10,15 @@ import (
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
-// registerLimits adds the resource-limit flags. withTimeout is false for
+// registerLimits adds the resource-limit flags. Every limit of the sandbox
+// itself also takes "none", which lifts a default or a settings value. withTimeout is false for
 // tool and serve, where the call's own timeout input applies.
 func registerLimits(f *pflag.FlagSet, l *pipeline.LimitFlags, withTimeout bool) {
 	f.StringVar(&l.MaxProcs, "max-procs", "", "at most `N` processes and threads in the sandbox (cgroup pids)")
 	f.StringVar(&l.MaxMemory, "max-memory", "", "at most `SIZE` of memory for the whole sandbox, e.g. 512M, 2G (cgroup memory)")
 	f.StringVar(&l.MaxCPU, "max-cpu", "", "at most `DURATION` of CPU time per process (RLIMIT_CPU)")
 	f.StringVar(&l.MaxTmp, "max-tmp", "", "size of the private /tmp: `SIZE` such as 256M (a size-limited tmpfs)")
+	f.StringVar(&l.MaxDisk, "max-disk", "", "at most `SIZE` added to the writable roots and /tmp together (tool and serve: 1G; none lifts it); writes reach the host when the command ends (an overlay on a size-limited tmpfs, merged back)")
 	f.StringVar(&l.MaxOpenFiles, "max-open-files", "", "at most `N` open descriptors per process (RLIMIT_NOFILE)")
 	f.StringVar(&l.MaxOutput, "max-output", "", "keep at most `SIZE` of stdout+stderr (bytes for run, characters of the tool_result for tool and serve); the rest is read and discarded")
 	if withTimeout {

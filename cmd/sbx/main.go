@@ -30,6 +30,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == rlimitArg {
 		os.Exit(rlimitMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == diskArg {
+		os.Exit(diskMain(os.Args[2:]))
+	}
 	closeLeakedFDs()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -76,8 +76,7 @@ var schema = map[string]keySpec{
 	"sandbox.limits.maxOutput":    {kind: KindString, loosens: always},
 	"sandbox.limits.maxTmp":       {kind: KindString, loosens: always},
 	"sandbox.limits.maxOpenFiles": {kind: KindNumber, loosens: always},
-	"sandbox.limits.maxDisk": {kind: KindString, status: unsupportedLooser,
-		note: "sbx cannot yet bound what a run adds to its writable roots; remove the key (maxTmp bounds the private /tmp)"},
+	"sandbox.limits.maxDisk":      {kind: KindString, loosens: always},
 
 	"sandbox.filesystem.allowWrite":                {kind: KindArray, loosens: ifNonEmpty},
 	"sandbox.filesystem.denyWrite":                 {kind: KindArray},

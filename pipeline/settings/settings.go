@@ -525,7 +525,7 @@ func (s *Settings) apply(f *File) {
 	boolKey("sandbox.network.strictAllowlist", &s.StrictAllowlist)
 	boolKey("sandbox.network.allowManagedDomainsOnly", &s.AllowManagedDomainsOnly)
 	listKey("sbx.trustedProjects", &s.TrustedProjects)
-	for _, k := range []string{"maxProcs", "maxMemory", "maxCpu", "timeout", "maxOutput", "maxTmp", "maxOpenFiles"} {
+	for _, k := range []string{"maxProcs", "maxMemory", "maxCpu", "timeout", "maxOutput", "maxTmp", "maxOpenFiles", "maxDisk"} {
 		key := "sandbox.limits." + k
 		if v := lookup(f.Root, key); s.honoured(f, key, v) {
 			text := v.Str

@@ -57,6 +57,14 @@ func main() {
 		limBench.argv, limBench.skip = nil, "limits unavailable: "+strings.TrimSpace(string(out))
 	}
 	benches = append(benches, limBench)
+	// The same run with a disk budget: the cost of the helper's namespaces,
+	// the budget tmpfs, the overlay and the (empty) merge.
+	diskArgv := []string{*sbx, "run", "--max-disk", "1G", "--", "true"}
+	diskBench := &bench{name: "`sbx run --max-disk 1G -- true`", argv: diskArgv}
+	if out, err := exec.Command(diskArgv[0], diskArgv[1:]...).CombinedOutput(); err != nil {
+		diskBench.argv, diskBench.skip = nil, "disk budget unavailable: "+strings.TrimSpace(string(out))
+	}
+	benches = append(benches, diskBench)
 
 	// Warm up, and check that every command works.
 	for _, b := range benches {
@@ -111,6 +119,9 @@ func main() {
 	}
 	if d, ok := med[5]; ok {
 		fmt.Printf("sbx with limits / sbx: %.2f×\n", ratio(d, med[3]))
+	}
+	if d, ok := med[6]; ok {
+		fmt.Printf("sbx with a disk budget / sbx: %.2f×\n", ratio(d, med[3]))
 	}
 }
 
