@@ -14,8 +14,8 @@ import (
 )
 
 // TestUnprivilegedCaller runs sbx as a user other than root (nobody): the
-// sandbox, its read-only binds and the disk budget must work without any
-// privilege on the host.
+// sandbox, its read-only binds, the disk budget and the rlimit fallback of
+// the process limit must work without any privilege on the host.
 func TestUnprivilegedCaller(t *testing.T) {
 	requireSandbox(t)
 	if os.Getuid() != 0 {
@@ -47,10 +47,11 @@ func TestUnprivilegedCaller(t *testing.T) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, int) {
+	runIn := func(stdin string, args ...string) (string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Dir = ws
 		cmd.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
@@ -63,6 +64,7 @@ func TestUnprivilegedCaller(t *testing.T) {
 		}
 		return string(out), code
 	}
+	run := func(args ...string) (string, int) { return runIn("", args...) }
 	if out, code := run("run", "--mode", "bypassPermissions", "-c", `id -u; echo plain > plain.txt; echo evil > .bashrc`); code == 0 || !strings.HasPrefix(out, "65534\n") {
 		t.Errorf("plain run as nobody: exit %d, output:\n%s", code, out)
 	}
@@ -75,5 +77,33 @@ func TestUnprivilegedCaller(t *testing.T) {
 	assertContent(t, filepath.Join(ws, "disk.txt"), "disk\n")
 	if st, err := os.Stat(filepath.Join(ws, "disk.txt")); err == nil && st.Sys().(*syscall.Stat_t).Uid != nobody {
 		t.Errorf("disk.txt owned by uid %d, want %d", st.Sys().(*syscall.Stat_t).Uid, nobody)
+	}
+
+	// No cgroup for nobody: the process limit falls back to RLIMIT_NPROC
+	// in the sandbox's user namespace. Counted from outside.
+	const marker = "2.31416"
+	w := WatchPeak(func() int { return len(PidsWith(marker)) })
+	// The marker is split in the script, so only the sleeps carry it.
+	// sh (not bash, which retries a failed fork for seconds).
+	out, code = run("run", "--max-procs", "16", "--", "sh", "-c", `m=`+marker[:5]+`; i=0; while [ $i -lt 60 ]; do sleep ${m}`+marker[5:]+` & i=$((i+1)); done 2>/dev/null; wait`)
+	peak := w.Stop()
+	if peak > 16 || peak < 5 {
+		t.Errorf("peak of %d sleeps under --max-procs 16 (exit %d):\n%s", peak, code, out)
+	}
+	if !strings.Contains(out, "enforced with RLIMIT_NPROC") {
+		t.Errorf("the result should say the process limit is an rlimit here:\n%s", out)
+	}
+	// A memory limit the user sets cannot be an rlimit (per process only):
+	// refused, and nothing runs.
+	if out, code := run("run", "--max-memory", "100M", "-c", `echo ran > mem.txt`); code != 125 || !strings.Contains(out, "for the sandbox as a whole") {
+		t.Errorf("--max-memory without a cgroup: exit %d, output:\n%s", code, out)
+	}
+	assertAbsent(t, filepath.Join(ws, "mem.txt"))
+	// The tool's default memory limit falls back to RLIMIT_DATA: one
+	// process past 2 GiB fails.
+	call := `{"type":"tool_use","id":"toolu_nobody","name":"Bash","input":{"command":"head -c 2600M /dev/zero | tail -n 1 | wc -c"}}`
+	out, _ = runIn(call, "tool", "--mode", "bypassPermissions")
+	if !strings.Contains(out, "memory exhausted") || !strings.Contains(out, "RLIMIT_DATA") {
+		t.Errorf("a 2.6 GB line under the default limit, as nobody:\n%s", out)
 	}
 }

@@ -180,7 +180,12 @@ func checkLimits() Check {
 	cg, err := newCgroups(pipeline.Limits{MaxProcs: 64, MaxMemory: 64 << 20}, fmt.Sprintf("sbx-doctor-%d", os.Getpid()))
 	always := "--max-cpu, --max-open-files: rlimits; --max-tmp: tmpfs size; --timeout, --max-output: sbx; --max-disk: see \"disk budget\""
 	if err != nil {
-		c.Detail = "--max-procs, --max-memory: NOT enforceable here (" + err.Error() + "); " + always
+		if os.Getuid() != 0 {
+			c.Detail = "no cgroup here (" + err.Error() + "): --max-procs: RLIMIT_NPROC in the sandbox's user namespace (a hit is not reported); --max-memory: NOT enforceable for the sandbox as a whole (the tool defaults fall back to RLIMIT_DATA per process); " + always
+		} else {
+			c.Detail = "--max-procs, --max-memory: NOT enforceable here (" + err.Error() + "); " + always
+		}
+		c.Fix = "run sbx in a cgroup v2 subtree delegated to you with pids and memory enabled (e.g. systemd-run --user --scope -p Delegate=yes)"
 		return c
 	}
 	defer cg.remove()

@@ -227,7 +227,7 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 	}
 	argv := spec.Argv
 	files := []uintptr{0, 1, 2}
-	if spec.CPUSeconds > 0 || spec.OpenFiles > 0 || spec.Hold {
+	if spec.CPUSeconds > 0 || spec.OpenFiles > 0 || spec.Procs > 0 || spec.DataBytes > 0 || spec.Hold {
 		// Rlimits are per process, and the cgroup is for the command only:
 		// the init must carry neither (it relays the network and must
 		// survive a fork bomb). A small exec of sbx itself waits to be
@@ -242,7 +242,8 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 			hold = "1"
 			files = append(files, initHoldFD)
 		}
-		argv = append([]string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10), hold, path}, spec.Argv...)
+		argv = append([]string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10),
+			strconv.FormatUint(spec.Procs, 10), strconv.FormatUint(spec.DataBytes, 10), hold, path}, spec.Argv...)
 		path = self
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
@@ -283,20 +284,30 @@ const RlimitArg = "__sbx_rlimit"
 
 // RlimitExec waits, when HOLD is 1, for sbx's go-ahead on fd 3 (sent once
 // this process is in the run's cgroup), sets RLIMIT_CPU (SIGXCPU at the
-// limit, SIGKILL a second later) and RLIMIT_NOFILE from its arguments,
-// then execs the command: sbx __sbx_rlimit CPU NOFILE HOLD PATH ARGV...
+// limit, SIGKILL a second later), RLIMIT_NOFILE, RLIMIT_NPROC and
+// RLIMIT_DATA (0: left alone) from its arguments, then execs the command:
+// sbx __sbx_rlimit CPU NOFILE NPROC DATA HOLD PATH ARGV...
 func RlimitExec(args []string) int {
-	if len(args) < 5 {
+	if len(args) < 7 {
 		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
 		return ExitInitFailed
 	}
-	cpu, err1 := strconv.ParseUint(args[0], 10, 64)
-	nofile, err2 := strconv.ParseUint(args[1], 10, 64)
-	if err1 != nil || err2 != nil || (args[2] != "0" && args[2] != "1") {
+	var vals [4]uint64
+	for i := range vals {
+		v, err := strconv.ParseUint(args[i], 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
+			return ExitInitFailed
+		}
+		vals[i] = v
+	}
+	cpu, nofile, nproc, data := vals[0], vals[1], vals[2], vals[3]
+	hold, path, argv := args[4], args[5], args[6:]
+	if hold != "0" && hold != "1" {
 		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
 		return ExitInitFailed
 	}
-	if args[2] == "1" {
+	if hold == "1" {
 		var b [1]byte
 		n, _ := unix.Read(3, b[:])
 		unix.Close(3)
@@ -305,21 +316,49 @@ func RlimitExec(args []string) int {
 			return ExitInitFailed
 		}
 	}
-	if cpu > 0 {
-		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cpu, Max: cpu + 1}); err != nil {
-			fmt.Fprintf(os.Stderr, "sbx: cpu limit: %v\n", err)
+	if nproc > 0 {
+		// The kernel counts every task of this uid in the sandbox's user
+		// namespace, the init's threads too: the command gets nproc on top
+		// of those.
+		nproc += sandboxTasks() - 1
+	}
+	for _, l := range []struct {
+		res  int
+		cur  uint64
+		max  uint64
+		what string
+	}{
+		{unix.RLIMIT_CPU, cpu, cpu + 1, "cpu limit"},
+		{unix.RLIMIT_NOFILE, nofile, nofile, "open files limit"},
+		{unix.RLIMIT_NPROC, nproc, nproc, "process limit"},
+		{unix.RLIMIT_DATA, data, data, "memory limit"},
+	} {
+		if l.cur == 0 {
+			continue
+		}
+		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.cur, Max: l.max}); err != nil {
+			fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", l.what, err)
 			return ExitInitFailed
 		}
 	}
-	if nofile > 0 {
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: nofile, Max: nofile}); err != nil {
-			fmt.Fprintf(os.Stderr, "sbx: open files limit: %v\n", err)
-			return ExitInitFailed
-		}
-	}
-	err := unix.Exec(args[3], args[4:], os.Environ())
-	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", args[4], err)
+	err := unix.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", argv[0], err)
 	return ExitCannotExec
+}
+
+// sandboxTasks counts the threads of every other process in the sandbox's
+// pid namespace (the init's), plus one for this process once it has
+// become the command.
+func sandboxTasks() uint64 {
+	tasks, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
+	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/"
+	n := uint64(1)
+	for _, t := range tasks {
+		if !strings.HasPrefix(t, self) {
+			n++
+		}
+	}
+	return n
 }
 
 // TmpFullReport is what the init writes on [InitReadyFD], after the ready

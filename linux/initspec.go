@@ -51,6 +51,10 @@ type InitSpec struct {
 	// CPUSeconds and OpenFiles are rlimits for the command (0: none).
 	CPUSeconds uint64 `json:"cpuSeconds,omitempty"`
 	OpenFiles  uint64 `json:"openFiles,omitempty"`
+	// Procs (RLIMIT_NPROC) and DataBytes (RLIMIT_DATA) stand in for a
+	// cgroup that cannot be had (0: none).
+	Procs     uint64 `json:"procs,omitempty"`
+	DataBytes uint64 `json:"dataBytes,omitempty"`
 	// RequireLandlock makes a missing Landlock an error instead of a
 	// best-effort skip.
 	RequireLandlock bool `json:"requireLandlock,omitempty"`

@@ -144,10 +144,12 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	cg, err := newCgroups(s.Limits, "sbx-"+filepath.Base(runDir))
 	if err != nil {
-		if !s.Limits.BestEffort {
-			return nil, err
+		fb, ferr := fallbackLimits(s.Limits, err, os.Getuid())
+		if ferr != nil {
+			return nil, ferr
 		}
-		res.Warnings = append(res.Warnings, "default limits not enforced: "+err.Error())
+		r.rl = fb
+		res.Warnings = append(res.Warnings, fb.notes...)
 	}
 	r.cg = cg
 	defer cg.remove()
@@ -211,6 +213,8 @@ type run struct {
 	// fallbackPlan is the plan without the budget, for a best-effort
 	// budget the helper cannot set up.
 	fallbackPlan []Op
+	// rl are the rlimits standing in for a cgroup that cannot be had.
+	rl *rlimitFallback
 }
 
 // startProxy listens on a Unix socket in a private directory (mode 0700,
@@ -417,6 +421,9 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
 		init.CPUSeconds = uint64((l.MaxCPU + time.Second - 1) / time.Second)
 		init.OpenFiles = uint64(l.MaxOpenFiles)
+	}
+	if r.rl != nil {
+		init.Procs, init.DataBytes = r.rl.procs, r.rl.data
 	}
 	if r.proxy != nil {
 		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
