@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -77,7 +79,7 @@ func Probes() []Probe {
 		{"unix-sockets", "a host Unix socket cannot be connected to from the sandbox", probeUnixSockets},
 		{"process-isolation", "host processes are invisible in the sandbox and nothing it starts survives it", probeProcesses},
 		{"credential-masking", "a masked variable's real value is never visible and reaches only its bound host", probeCredentials},
-		{"resource-limits", "a process flood stays under --max-procs and a memory balloon is stopped at --max-memory; both results name the limit", probeLimits},
+		{"resource-limits", "a process flood stays under --max-procs, a memory balloon is stopped at --max-memory and a disk-filling loop at --max-disk; every result names the limit", probeLimits},
 	}
 }
 
@@ -393,6 +395,33 @@ func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	b, _ := os.ReadFile(filepath.Join(p.WS, "kept.txt"))
 	st.check("a file written before the limit stays", string(b) == "kept\n", string(b))
 	res.Steps = append(res.Steps, st)
+
+	before := allocated(p.WS)
+	st = p.call(ctx, "Bash", map[string]string{"command": "echo kept > kept-disk.txt; i=0; while head -c 1048576 /dev/zero > fill$i; do i=$((i+1)); done; echo \"files: $i\""},
+		"--max-disk", "4M", "--mode", "bypassPermissions")
+	added := allocated(p.WS) - before
+	st.check("what the loop added, measured from outside, stays within --max-disk 4M", added > 0 && added <= 4<<20+64<<10, fmt.Sprintf("%d bytes added", added))
+	st.check("the tool_result names the disk budget", strings.Contains(st.content(), "limit reached: the disk budget is spent"), st.content())
+	b, _ = os.ReadFile(filepath.Join(p.WS, "kept-disk.txt"))
+	st.check("a file written before the limit stays", string(b) == "kept\n", string(b))
+	res.Steps = append(res.Steps, st)
+}
+
+// allocated sums the blocks the files under dir occupy, as du does.
+func allocated(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func firstLine(s string) string {
