@@ -58,6 +58,12 @@ func main() {
 	if v, ok := num(`srt / sbx: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"start-up: srt / sbx", v, "higher means sbx is faster"})
 	}
+	if v, ok := num(`sbx with limits / sbx: ([0-9.]+)×`, s); ok {
+		bars = append(bars, bar{"start-up: with --max-procs/--max-memory/--max-cpu / without", v, ""})
+	}
+	if v, ok := num(`sbx with a disk budget / sbx: ([0-9.]+)×`, s); ok {
+		bars = append(bars, bar{"start-up: with --max-disk / without", v, ""})
+	}
 	for _, row := range []string{"sbx HTTP proxy", "sbx CONNECT \\(HTTPS\\)", "sbx SOCKS5", "sbx TLS-terminated \\(HTTPS, injected token\\)", "srt HTTP proxy", "srt CONNECT \\(HTTPS\\)"} {
 		if v, ok := num(`\| `+row+` \| [0-9.]+ \| ([0-9.]+)% \|`, p); ok {
 			bars = append(bars, bar{"throughput: " + strings.ReplaceAll(row, `\`, "") + " / direct", v / 100, ""})
