@@ -37,6 +37,10 @@ type Executor struct {
 	LocalBinding bool
 	// TrustdLookup allows com.apple.trustd.agent (enableWeakerNetworkIsolation).
 	TrustdLookup bool
+	// Violations, when set, receives the operations the sandbox denied, read
+	// from the unified log (`log stream`) while the command runs: best
+	// effort, as the log may drop or delay messages.
+	Violations func(Violation)
 }
 
 var _ pipeline.Executor = (*Executor)(nil)

@@ -3,6 +3,7 @@
 package darwin
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -34,7 +35,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	// user asked for; defaults become a warning.
 	var limitWarn string
 	if s.Limits != (pipeline.Limits{BestEffort: s.Limits.BestEffort}) {
-		msg := "resource limits (--max-procs, --max-memory, --max-cpu, --max-tmp, --max-open-files) are not implemented on macOS yet"
+		msg := "resource limits (--max-procs, --max-memory, --max-cpu, --max-tmp, --max-open-files, --max-disk) are not implemented on macOS yet"
 		if !s.Limits.BestEffort {
 			return nil, fmt.Errorf("%w: %s; remove them (--timeout and --max-output work)", pipeline.ErrUnavailable, msg)
 		}
@@ -79,9 +80,20 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		in.ProxyPort = ln.Addr().(*net.TCPAddr).Port
 		env = proxy.EnvAuth(env, in.ProxyPort, in.ProxyPort, false, token)
 	}
+	var stopLog func()
+	if e.Violations != nil {
+		in.Tag = NewTag()
+		stopLog = e.streamViolations(in.Tag)
+	}
 	prof, err := Profile(in)
 	if err != nil {
+		if stopLog != nil {
+			stopLog()
+		}
 		return nil, err
+	}
+	if stopLog != nil {
+		defer stopLog()
 	}
 	cmd := exec.Command(SandboxExec, append([]string{"-p", prof, "--"}, s.Argv...)...)
 	cmd.Env, cmd.Dir = env, s.Dir
@@ -141,4 +153,52 @@ func DoctorCheck() (ok bool, detail string) {
 		return false, fmt.Sprintf("sandbox-exec cannot apply a profile: %v %s", err, out)
 	}
 	return true, SandboxExec + " applies profiles"
+}
+
+// LogBinary is the unified log's command-line tool.
+const LogBinary = "/usr/bin/log"
+
+// streamViolations starts `log stream` for the denials tagged tag and
+// passes each to e.Violations. It waits (at most a second) for the stream
+// to start, so the command's first denials are not missed; the returned
+// function waits a little for late messages, then stops the stream.
+func (e *Executor) streamViolations(tag string) (stop func()) {
+	cmd := exec.Command(LogBinary, LogStreamArgs(tag)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return func() {}
+	}
+	if err := cmd.Start(); err != nil {
+		return func() {}
+	}
+	first := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		once := false
+		for sc.Scan() {
+			if !once {
+				once = true
+				close(first)
+			}
+			if v, ok := ParseLogLine(sc.Bytes(), tag); ok {
+				e.Violations(v)
+			}
+		}
+		if !once {
+			close(first)
+		}
+	}()
+	select {
+	case <-first:
+	case <-time.After(time.Second):
+	}
+	return func() {
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Kill()
+		<-done
+		cmd.Wait()
+	}
 }

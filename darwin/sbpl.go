@@ -27,6 +27,10 @@ type ProfileInput struct {
 	// TrustdLookup adds com.apple.trustd.agent to the mach services, which
 	// Go TLS clients need (sandbox.enableWeakerNetworkIsolation).
 	TrustdLookup bool
+	// Tag, when set (letters, digits, underscores: see [NewTag]), is the
+	// message of every deny rule, so the run's denials can be found in the
+	// unified log.
+	Tag string
 }
 
 // machServices are the Mach services every profile may look up: name
@@ -89,6 +93,8 @@ type profile struct {
 	b     strings.Builder
 	err   error
 	forms int
+	// with is appended to every deny rule: the tag's message modifier.
+	with string
 }
 
 func (p *profile) raw(s string) {
@@ -115,6 +121,9 @@ func (p *profile) rule(action, op string, filters [][2]string) {
 	}
 	if len(parts) == 0 {
 		return
+	}
+	if action == "deny" && p.with != "" {
+		parts = append(parts, p.with)
 	}
 	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
 }
@@ -143,9 +152,19 @@ func Profile(in ProfileInput) (string, error) {
 		return "", errors.New("darwin: no filesystem policy")
 	}
 	p := &profile{}
+	if in.Tag != "" {
+		if !tagRE.MatchString(in.Tag) {
+			return "", fmt.Errorf("darwin: profile tag %q: want letters, digits and underscores", in.Tag)
+		}
+		p.with = `(with message "` + in.Tag + `")`
+	}
 	p.b.WriteString(";; sbx Seatbelt profile, generated; do not edit\n")
 	p.raw("(version 1)")
-	p.raw("(deny default)")
+	if p.with != "" {
+		p.raw("(deny default " + p.with + ")")
+	} else {
+		p.raw("(deny default)")
+	}
 	p.comment("processes: run, fork, and signal only within the sandbox")
 	p.raw("(allow process-exec)")
 	p.raw("(allow process-fork)")

@@ -43,6 +43,9 @@ func TestProfileGolden(t *testing.T) {
 		"default": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
 		"every-key": everyKey(),
+		"tagged": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}},
+			DenyRead: []fsrules.Path{{Path: "/Users/dev/.ssh", Exists: true, Dir: true}}},
+			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123, Tag: "sbx_0123456789abcdef01234567"},
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -134,6 +137,90 @@ func TestQuote(t *testing.T) {
 // the profile is refused, or it parses and every path comes back byte for
 // byte as a string literal, and the number of rules is what the policy
 // asked for.
+// Every deny rule of a tagged profile carries the tag as its message, and
+// tagging adds no rule.
+func TestProfileTag(t *testing.T) {
+	in := everyKey()
+	plain, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Tag = "sbx_abc123"
+	tagged, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, _ := parseSexprs(plain)
+	tf, err := parseSexprs(tagged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pf) != len(tf) {
+		t.Fatalf("%d forms tagged, %d untagged", len(tf), len(pf))
+	}
+	denies := 0
+	for _, f := range tf {
+		if len(f.list) == 0 || f.list[0].atom != "deny" {
+			continue
+		}
+		denies++
+		last := f.list[len(f.list)-1]
+		if len(last.list) != 3 || last.list[0].atom != "with" || last.list[1].atom != "message" || last.list[2].str != "sbx_abc123" {
+			t.Errorf("deny rule without the tag: %v", f.list[0:2])
+		}
+	}
+	if denies < 4 {
+		t.Errorf("only %d deny rules", denies)
+	}
+	for _, bad := range []string{`x") (allow default`, "a b", "sbx-1"} {
+		in.Tag = bad
+		if _, err := Profile(in); err == nil {
+			t.Errorf("tag %q accepted", bad)
+		}
+	}
+}
+
+func TestParseLogLine(t *testing.T) {
+	const tag = "sbx_0f1e2d"
+	tests := []struct {
+		line string
+		want Violation
+		ok   bool
+	}{
+		{`{"timestamp":"2026-12-02 10:00:00.000000+0000","eventMessage":"Sandbox: touch(4242) deny(1) file-write-create /Users/dev/.bashrc sbx_0f1e2d","processImagePath":"/kernel"}`,
+			Violation{Time: "2026-12-02 10:00:00.000000+0000", Process: "touch", PID: 4242, Operation: "file-write-create", Target: "/Users/dev/.bashrc"}, true},
+		{`{"eventMessage":"Sandbox: curl(77) deny(1) network-outbound 93.184.216.34:443 sbx_0f1e2d"}`,
+			Violation{Process: "curl", PID: 77, Operation: "network-outbound", Target: "93.184.216.34:443"}, true},
+		{`{"eventMessage":"Sandbox: my tool(9) deny(2) file-read-data /Users/dev/My Notes/a.txt sbx_0f1e2d"}`,
+			Violation{Process: "my tool", PID: 9, Operation: "file-read-data", Target: "/Users/dev/My Notes/a.txt"}, true},
+		{`{"eventMessage":"Sandbox: sh(5) deny(1) mach-lookup sbx_0f1e2d"}`,
+			Violation{Process: "sh", PID: 5, Operation: "mach-lookup"}, true},
+		{`{"eventMessage":"Sandbox: touch(4242) deny(1) file-write-create /x sbx_other"}`, Violation{}, false},
+		{`{"eventMessage":"something else sbx_0f1e2d"}`, Violation{}, false},
+		{`{"eventMessage":`, Violation{}, false},
+		{`Filtering the log data using "eventMessage ENDSWITH ..."`, Violation{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := ParseLogLine([]byte(tt.line), tag)
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("%s:\n got %+v %v\nwant %+v %v", tt.line, got, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := ParseLogLine([]byte(tests[0].line), `x" OR 1`); ok {
+		t.Error("a malformed tag matched")
+	}
+}
+
+func FuzzParseLogLine(f *testing.F) {
+	f.Add([]byte(`{"eventMessage":"Sandbox: a(1) deny(1) op /p sbx_t"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		v, ok := ParseLogLine(line, "sbx_t")
+		if ok && (v.PID < 0 || v.Operation == "" || strings.Contains(v.Target, "sbx_t") && strings.HasSuffix(v.Target, "sbx_t")) {
+			t.Fatalf("bad parse %+v of %q", v, line)
+		}
+	})
+}
+
 func FuzzProfile(f *testing.F) {
 	f.Add("/a/b", "/c\"d", "/e\\f", "/g)h(", "/sock")
 	f.Add("/x\ny", "/\xff", "/ok", "/ok2", "/s;t")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -325,10 +326,17 @@ func probeProcesses(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	}
 	defer func() { host.Process.Kill(); host.Wait() }()
 	inner := "3" + strconv.Itoa(os.Getpid()) + ".75"
-	st := p.call(ctx, "Bash", map[string]string{"command": fmt.Sprintf(
-		"cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c '%s'; test -e /proc/%d && echo host-pid-visible; (setsid sleep %s &) ; nohup sleep %s >/dev/null 2>&1 & echo started",
-		pattern, host.Process.Pid, inner, inner)})
-	st.check("the host process is invisible in the sandbox", strings.HasPrefix(strings.TrimSpace(st.content()), "0") && !strings.Contains(st.content(), "host-pid-visible"), st.content())
+	// Linux: a pid namespace, so the host process must not be listed at
+	// all. macOS has no such thing: Seatbelt must keep the command from
+	// reading the host process's arguments and from signalling it.
+	look := fmt.Sprintf("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c '%s'; test -e /proc/%d && echo host-pid-visible", pattern, host.Process.Pid)
+	what := "the host process is invisible in the sandbox"
+	if runtime.GOOS == "darwin" {
+		look = fmt.Sprintf("ps -axww -o command= 2>/dev/null | grep -c '%s'; kill -0 %d 2>/dev/null && echo host-pid-visible", pattern, host.Process.Pid)
+		what = "the host process's arguments cannot be read, nor the process signalled, from the sandbox"
+	}
+	st := p.call(ctx, "Bash", map[string]string{"command": look + fmt.Sprintf("; (setsid sleep %s &) ; nohup sleep %s >/dev/null 2>&1 & echo started", inner, inner)})
+	st.check(what, strings.HasPrefix(strings.TrimSpace(st.content()), "0") && !strings.Contains(st.content(), "host-pid-visible"), st.content())
 	deadline := time.Now().Add(5 * time.Second)
 	for len(PidsWith(inner)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -357,7 +365,7 @@ func probeCredentials(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	real := "sbxprobe-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-realsecret"
 	settings := `{"sandbox": {"network": {"allowedDomains": ["127.0.0.1"]}, "credentials": {"envVars": {"PROBE_API_TOKEN": {"hosts": ["127.0.0.1"]}}}}}`
 	st := p.callEnv(ctx, []string{"PROBE_API_TOKEN=" + real}, "Bash", map[string]string{"command": fmt.Sprintf(
-		`echo "env: $PROBE_API_TOKEN"; tr '\0' '\n' < /proc/self/environ | grep PROBE_API_TOKEN; curl -fsS -m 5 --noproxy '' -H "Authorization: Bearer $PROBE_API_TOKEN" http://127.0.0.1:%d/`, port)},
+		`echo "env: $PROBE_API_TOKEN"; env | grep PROBE_API_TOKEN; curl -fsS -m 5 --noproxy '' -H "Authorization: Bearer $PROBE_API_TOKEN" http://127.0.0.1:%d/`, port)},
 		"--settings", settings)
 	mu.Lock()
 	got := append([]string(nil), received...)
@@ -369,6 +377,10 @@ func probeCredentials(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 }
 
 func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
+	if runtime.GOOS != "linux" {
+		res.Status, res.Detail = StatusNotImplemented, "resource limits are implemented on Linux only; elsewhere sbx refuses a limit the user sets"
+		return
+	}
 	marker := "7" + strconv.Itoa(os.Getpid()) + ".5"
 	w := WatchPeak(func() int { return len(PidsWith(marker)) })
 	st := p.call(ctx, "Bash", map[string]any{"command": "for i in $(seq 100); do sleep " + marker + " & done 2>/dev/null; wait", "timeout": 3000},

@@ -3,7 +3,9 @@ package integration
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,8 +39,12 @@ func Descendants(root int) []int {
 	return out
 }
 
-// PidsWith lists the host processes whose command line contains marker.
+// PidsWith lists the host processes whose command line contains marker
+// (from /proc, or from ps(1) where there is no /proc).
 func PidsWith(marker string) []int {
+	if runtime.GOOS != "linux" {
+		return pidsWithPS(marker)
+	}
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -93,4 +99,22 @@ func (w *PeakWatcher) Stop() int {
 	close(w.quit)
 	<-w.done
 	return w.Peak()
+}
+
+func pidsWithPS(marker string) []int {
+	b, err := exec.Command("ps", "-axww", "-o", "pid=,command=").Output()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, line := range strings.Split(string(b), "\n") {
+		pidText, cmd, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !strings.Contains(cmd, marker) {
+			continue
+		}
+		if pid, err := strconv.Atoi(pidText); err == nil && pid != os.Getpid() {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

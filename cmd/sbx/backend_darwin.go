@@ -14,7 +14,6 @@ import (
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
-	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 const initArg = "__sbx_init"
@@ -42,7 +41,12 @@ func newBackend(_ string, stateDir string) *backend {
 
 func (b *backend) executor() pipeline.Executor { return b.exec }
 
-func (b *backend) setAudit(f func(proxy.Event)) { b.exec.Audit = f }
+// setAudit sends the proxy's events and the sandbox's violations (from the
+// unified log, best effort) to the audit log.
+func (b *backend) setAudit(a *auditLog) {
+	b.exec.Audit = a.event
+	b.exec.Violations = func(v darwin.Violation) { a.violation(v.Time, v.Process, v.PID, v.Operation, v.Target) }
+}
 
 func (b *backend) setAsk(f func(string, int) bool) { b.exec.Ask = f }
 

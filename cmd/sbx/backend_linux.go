@@ -14,7 +14,6 @@ import (
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
-	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 const initArg = linux.InitArg
@@ -48,7 +47,7 @@ func newBackend(bwrapPath, stateDir string) *backend {
 
 func (b *backend) executor() pipeline.Executor { return b.exec }
 
-func (b *backend) setAudit(f func(proxy.Event)) { b.exec.Audit = f }
+func (b *backend) setAudit(a *auditLog) { b.exec.Audit = a.event }
 
 func (b *backend) setAsk(f func(string, int) bool) { b.exec.Ask = f }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
-	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 const initArg = "__sbx_init"
@@ -37,7 +36,7 @@ func newBackend(bwrapPath, stateDir string) *backend { return &backend{} }
 
 func (b *backend) executor() pipeline.Executor { return &darwin.Executor{} }
 
-func (b *backend) setAudit(func(proxy.Event)) {}
+func (b *backend) setAudit(*auditLog) {}
 
 func (b *backend) setAsk(func(string, int) bool) {}
 

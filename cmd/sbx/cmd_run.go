@@ -197,7 +197,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		stderr = rw
 	}
 	if audit != nil {
-		b.setAudit(audit.event)
+		b.setAudit(audit)
 	}
 	if !netPol.Strict && interactive {
 		b.setAsk((&ttyAsker{decided: map[string]bool{}}).ask)

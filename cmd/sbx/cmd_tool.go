@@ -73,7 +73,7 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 		if err != nil {
 			return nil, nil, err
 		}
-		b.setAudit(a.event)
+		b.setAudit(a)
 		cleanup = func() { a.Close() }
 		exe = auditedExecutor{exe, a}
 	}

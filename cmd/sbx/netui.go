@@ -12,7 +12,8 @@ import (
 	"github.com/sbx-sandbox/sbx/proxy"
 )
 
-// auditLog appends proxy events and limit events to a JSON Lines file.
+// auditLog appends proxy events, limit events and sandbox violations to a
+// JSON Lines file.
 type auditLog struct {
 	mu  sync.Mutex
 	f   *os.File
@@ -43,6 +44,22 @@ func (a *auditLog) limit(what string, exitCode int) {
 		Limit    string    `json:"limit"`
 		ExitCode int       `json:"exitCode"`
 	}{time.Now().UTC(), "limit", what, exitCode})
+}
+
+// violation records an operation the sandbox denied, as the platform
+// reports it (macOS: the unified log).
+func (a *auditLog) violation(when, process string, pid int, op, target string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.enc.Encode(struct {
+		Time      time.Time `json:"time"`
+		Event     string    `json:"event"`
+		LogTime   string    `json:"logTime,omitempty"`
+		Process   string    `json:"process"`
+		PID       int       `json:"pid"`
+		Operation string    `json:"operation"`
+		Target    string    `json:"target,omitempty"`
+	}{time.Now().UTC(), "sandbox-violation", when, process, pid, op, target})
 }
 
 func (a *auditLog) Close() error { return a.f.Close() }
