@@ -50,7 +50,8 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		return nil, err
 	}
 	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: e.UnixSockets, LocalBinding: e.LocalBinding, TrustdLookup: e.TrustdLookup}
-	env := append(append([]string(nil), s.Env...), "TMPDIR="+tmp+"/")
+	marker := "TMPDIR=" + tmp + "/"
+	env := append(append([]string(nil), s.Env...), marker)
 	if s.Net != nil {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -128,10 +129,16 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		case <-ctx.Done():
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
+			killStragglers(marker)
 			return nil, ctx.Err()
 		case <-done:
-			// Nothing the command started may outlive it.
+			// Nothing the command started may outlive it: its process
+			// group, then whatever left the group but carries the run's
+			// TMPDIR.
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			if n := killStragglers(marker); n > 0 {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("killed %d process(es) the command had detached from its process group", n))
+			}
 			st := cmd.ProcessState
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				res.ExitCode = 128 + int(ws.Signal())
@@ -201,4 +208,28 @@ func (e *Executor) streamViolations(tag string) (stop func()) {
 		<-done
 		cmd.Wait()
 	}
+}
+
+// killStragglers kills, in a few rounds, the processes that carry the
+// run's marker in their environment (see [Stragglers]); it returns how
+// many it killed.
+func killStragglers(marker string) int {
+	killed := 0
+	for range 3 {
+		out, err := exec.Command("/bin/ps", "-axwwE", "-o", "pid=,command=").Output()
+		if err != nil {
+			return killed
+		}
+		pids := Stragglers(out, marker, os.Getpid())
+		if len(pids) == 0 {
+			return killed
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return killed
 }

@@ -380,3 +380,21 @@ func parseSexprs(src string) ([]*sexpr, error) {
 		out = append(out, e)
 	}
 }
+
+func TestStragglers(t *testing.T) {
+	ps := []byte(`    1 /sbin/launchd
+  500 /bin/zsh -l TERM=xterm TMPDIR=/var/folders/xy/T/
+  601 sleep 100 PATH=/usr/bin TMPDIR=/private/var/folders/xy/T/sbx-run-123/
+  602 /usr/bin/python3 x.py TMPDIR=/private/var/folders/xy/T/sbx-run-1234/
+  603 sh -c echo TMPDIR=/private/var/folders/xy/T/sbx-run-123/x
+  700 sbx run -- sleep 100 TMPDIR=/private/var/folders/xy/T/sbx-run-123/
+garbage line
+`)
+	got := Stragglers(ps, "TMPDIR=/private/var/folders/xy/T/sbx-run-123/", 700)
+	if !slices.Equal(got, []int{601}) {
+		t.Errorf("stragglers %v, want [601]", got)
+	}
+	if got := Stragglers(ps, "", 0); got != nil {
+		t.Errorf("an empty marker matched %v", got)
+	}
+}
