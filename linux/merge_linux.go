@@ -99,6 +99,13 @@ func (m *merger) kept(host string, under bool) bool {
 	return false
 }
 
+// fileMode is the mode a merged file gets: the command's, without the
+// set-user-ID and set-group-ID bits, so a sandbox cannot leave a setuid
+// program on the host (its own mounts are nosuid; the host's are not).
+func fileMode(st *unix.Stat_t) uint32 {
+	return st.Mode & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID)
+}
+
 // coarseNow is the clock file timestamps are taken from: a change made
 // after it has a ctime not before it.
 func coarseNow() unix.Timespec {
@@ -163,7 +170,7 @@ func (m *merger) dir(upper string, hostFD int, host string, opaque bool) {
 			m.symlink(up, hostFD, name, h)
 		case unix.S_IFIFO:
 			if m.replaceable(hostFD, name, h) {
-				if err := unix.Mkfifoat(hostFD, name, st.Mode&0o7777); err != nil && !errors.Is(err, unix.EEXIST) {
+				if err := unix.Mkfifoat(hostFD, name, fileMode(&st)); err != nil && !errors.Is(err, unix.EEXIST) {
 					m.fail(h, err)
 				}
 			}
@@ -273,7 +280,7 @@ func (m *merger) file(up string, st *unix.Stat_t, hostFD int, name, h string) {
 		if hst.Mode&unix.S_IFMT == unix.S_IFREG && hst.Size == st.Size && hst.Mtim == st.Mtim && sameContent(up, hostFD, name) {
 			// Opened for writing (copied up) but not changed.
 			if hst.Mode&0o7777 != st.Mode&0o7777 {
-				if err := unix.Fchmodat(hostFD, name, st.Mode&0o7777, 0); err != nil {
+				if err := unix.Fchmodat(hostFD, name, fileMode(st), 0); err != nil {
 					m.fail(h, err)
 				}
 			}
@@ -326,7 +333,7 @@ func (m *merger) fileInPlace(up string, st *unix.Stat_t, dirFD int, name, h stri
 	dst := os.NewFile(uintptr(fd), h)
 	_, err = io.Copy(dst, src)
 	if err == nil {
-		err = unix.Fchmod(fd, st.Mode&0o7777)
+		err = unix.Fchmod(fd, fileMode(st))
 	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
@@ -374,7 +381,7 @@ func (m *merger) write(up string, st *unix.Stat_t, hostFD int, name string) erro
 	dst := os.NewFile(uintptr(fd), tmp)
 	_, err = io.Copy(dst, src)
 	if err == nil {
-		err = unix.Fchmod(fd, st.Mode&0o7777)
+		err = unix.Fchmod(fd, fileMode(st))
 	}
 	if err == nil {
 		err = unix.UtimesNanoAt(hostFD, tmp, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)

@@ -109,6 +109,10 @@ func TestMergeHostileUpper(t *testing.T) {
 	u.whiteout("deltree")
 	u.file("fresh/deep/f", "fresh\n")
 	u.file("git/index", "new index\n") // a directory holding a kept path
+	u.file("suid", "#!/bin/sh\n")
+	if err := unix.Chmod(filepath.Join(upper, "suid"), 0o6755); err != nil {
+		t.Fatal(err)
+	}
 
 	hostFD, err := unix.Open(host, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -149,6 +153,10 @@ func TestMergeHostileUpper(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(host, gone)); !os.IsNotExist(err) {
 			t.Errorf("%s should be gone: %v", gone, err)
 		}
+	}
+	var sst unix.Stat_t
+	if err := unix.Stat(filepath.Join(host, "suid"), &sst); err != nil || sst.Mode&0o7777 != 0o755 {
+		t.Errorf("suid merged with mode %o (%v), want 755", sst.Mode&0o7777, err)
 	}
 	if st, err := os.Lstat(filepath.Join(host, "link")); err != nil || !st.IsDir() {
 		t.Errorf("link should be a real directory now: %v %v", st, err)
