@@ -83,10 +83,14 @@ func TestUnprivilegedCaller(t *testing.T) {
 	// in the sandbox's user namespace. Counted from outside.
 	const marker = "2.31416"
 	w := WatchPeak(func() int { return len(PidsWith(marker)) })
-	// The marker is split in the script, so only the sleeps carry it.
-	// sh (not bash, which retries a failed fork for seconds).
-	out, code = run("run", "--max-procs", "16", "--", "sh", "-c", `m=`+marker[:5]+`; i=0; while [ $i -lt 60 ]; do sleep ${m}`+marker[5:]+` & i=$((i+1)); done 2>/dev/null; wait`)
+	// perl, not a shell: dash exits at its first failed fork (and the
+	// sandbox with it, before the watcher looks), bash retries for
+	// seconds. The marker is split in the script, so only the sleeps
+	// carry it; perl waits 3 s for the watcher.
+	out, code = run("run", "--max-procs", "16", "--", "perl", "-e",
+		`for (1..60) { my $p = fork(); if (defined $p && !$p) { exec "sleep", "`+marker[:5]+`"."`+marker[5:]+`"; exit 1 } } sleep 3; 1 while wait() > 0`)
 	peak := w.Stop()
+	t.Logf("peak of %d sleeps under --max-procs 16", peak)
 	if peak > 16 || peak < 5 {
 		t.Errorf("peak of %d sleeps under --max-procs 16 (exit %d):\n%s", peak, code, out)
 	}

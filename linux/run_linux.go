@@ -813,6 +813,9 @@ func childrenOf(pid int) ([]int, error) {
 		var out []int
 		for _, t := range tasks {
 			data, err := os.ReadFile(t)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // a thread that exited since the glob
+			}
 			if err != nil {
 				return nil, err
 			}
