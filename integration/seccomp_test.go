@@ -43,8 +43,10 @@ func TestSeccompVictims(t *testing.T) {
 		"kexec_load": "EPERM", "kexec_file_load": "EPERM", "init_module": "EPERM",
 		"finit_module": "EPERM", "delete_module": "EPERM",
 		"ioctl_tiocsti": "EPERM", "ioctl_tioclinux": "EPERM",
+		"fchmodat_suid": "EPERM", "fchmod_sgid": "EPERM", "fchmodat2_suid": "EPERM",
+		"openat_creat_suid": "EPERM", "mknodat_suid": "EPERM", "openat2": "ENOSYS",
 		// Controls: what must keep working.
-		"socket_inet": "OK", "socketpair_unix": "OK",
+		"socket_inet": "OK", "socketpair_unix": "OK", "fchmodat_plain": "OK", "openat_creat_plain": "OK",
 	}
 	var names []string
 	for n := range want {
@@ -66,6 +68,20 @@ func TestSeccompVictims(t *testing.T) {
 			t.Errorf("%s: got %q, want %s", n, got[n], want[n])
 		}
 	}
+	// From outside: no file in the workspace is set-user-ID or
+	// set-group-ID, and the refused creations left nothing.
+	for _, f := range []string{"v-fchmodat", "v-fchmod", "v-fchmodat2", "v-plain", "v-open-plain"} {
+		st, err := os.Stat(e.path(f))
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("%s is %v on the host", f, st.Mode())
+		}
+	}
+	assertAbsent(t, e.path("v-open"))
+	assertAbsent(t, e.path("v-mknod"))
 
 	// The same calls outside the sandbox do not all fail with those errors:
 	// the results above come from the sandbox, not from the host.

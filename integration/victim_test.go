@@ -72,6 +72,34 @@ var victimCalls = map[string]func() error{
 		return raw(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
 	},
 	"ioctl_tioclinux": func() error { return raw(unix.SYS_IOCTL, 0, unix.TIOCLINUX, 0) },
+	// Set-user-ID and set-group-ID files, in the working directory (the
+	// test checks the files from outside afterwards).
+	"fchmodat_suid": func() error {
+		os.WriteFile("v-fchmodat", nil, 0o755)
+		return unix.Fchmodat(unix.AT_FDCWD, "v-fchmodat", 0o4755, 0)
+	},
+	"fchmodat_plain": func() error {
+		os.WriteFile("v-plain", nil, 0o644)
+		return unix.Fchmodat(unix.AT_FDCWD, "v-plain", 0o755, 0)
+	},
+	"fchmod_sgid": func() error {
+		f, err := os.Create("v-fchmod")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return unix.Fchmod(int(f.Fd()), 0o2755)
+	},
+	"fchmodat2_suid": func() error {
+		os.WriteFile("v-fchmodat2", nil, 0o755)
+		p, _ := unix.BytePtrFromString("v-fchmodat2")
+		cwd := unix.AT_FDCWD
+		return raw(452, uintptr(cwd), uintptr(unsafe.Pointer(p)), 0o4755, 0)
+	},
+	"openat_creat_suid":  func() error { return closeFD(unix.Open("v-open", unix.O_CREAT|unix.O_WRONLY, 0o4755)) },
+	"openat_creat_plain": func() error { return closeFD(unix.Open("v-open-plain", unix.O_CREAT|unix.O_WRONLY, 0o755)) },
+	"mknodat_suid":       func() error { return unix.Mknodat(unix.AT_FDCWD, "v-mknod", unix.S_IFREG|0o4755, 0) },
+	"openat2":            func() error { return raw(unix.SYS_OPENAT2, 0, 0, 0, 0) },
 }
 
 func raw(nr uintptr, args ...uintptr) error {

@@ -44,9 +44,13 @@ type Cond struct {
 // Rule blocks one system call, always or when all of Conds hold.
 type Rule struct {
 	Syscall string
-	Action  Action
-	Conds   []Cond
-	Why     string
+	// Nr is the call's number where the libseccomp that builds the filter
+	// may not know its name; it must be the same on every architecture
+	// (true of every call added since Linux 5.1).
+	Nr     uint32
+	Action Action
+	Conds  []Cond
+	Why    string
 }
 
 // Address families that stay allowed: IPv4 and IPv6 reach the in-sandbox
@@ -56,6 +60,15 @@ const (
 	afINET    = 2
 	afINET6   = 10
 	afNETLINK = 16
+)
+
+// Mode bits and open flags the filter looks at (the same on amd64 and
+// arm64).
+const (
+	sISUID   = 0o4000
+	sISGID   = 0o2000
+	oCREAT   = 0o100
+	oTMPFILE = 0o20000000 // __O_TMPFILE, without O_DIRECTORY
 )
 
 // Namespace flags of clone and unshare.
@@ -97,6 +110,31 @@ func Rules() []Rule {
 		rs = append(rs, Rule{Syscall: "ioctl", Conds: []Cond{{Arg: 1, Op: MaskedEq, Mask: 0xffffffff, Value: ioc}},
 			Why: "typing into the terminal"})
 	}
+	// Set-user-ID and set-group-ID files: the sandbox's mounts are nosuid,
+	// but the host's are not, so a file the command marks so would run
+	// with its owner's rights on the host (root's, when sbx runs as root).
+	// The mode is refused wherever it is given: chmod and friends, and
+	// file creation (open and openat with O_CREAT or O_TMPFILE, creat,
+	// mknod). openat2 passes its mode behind a pointer: ENOSYS, libc and
+	// tools fall back to openat. fchmodat2 (Linux 6.6) is given by number:
+	// libseccomp 2.5 does not know its name.
+	for _, bit := range []uint64{sISUID, sISGID} {
+		mode := func(arg uint) Cond { return Cond{Arg: arg, Op: MaskedEq, Mask: bit, Value: bit} }
+		why := "set-user-ID and set-group-ID modes"
+		for _, c := range []struct {
+			call string
+			arg  uint
+		}{{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"creat", 1}, {"mknod", 1}, {"mknodat", 2}} {
+			rs = append(rs, Rule{Syscall: c.call, Conds: []Cond{mode(c.arg)}, Why: why})
+		}
+		rs = append(rs, Rule{Syscall: "fchmodat2", Nr: 452, Conds: []Cond{mode(2)}, Why: why})
+		for _, flag := range []uint64{oCREAT, oTMPFILE} {
+			rs = append(rs,
+				Rule{Syscall: "open", Conds: []Cond{{Arg: 1, Op: MaskedEq, Mask: flag, Value: flag}, mode(2)}, Why: why},
+				Rule{Syscall: "openat", Conds: []Cond{{Arg: 2, Op: MaskedEq, Mask: flag, Value: flag}, mode(3)}, Why: why})
+		}
+	}
+	rs = append(rs, Rule{Syscall: "openat2", Action: ENOSYS, Why: "its mode is behind a pointer; libc falls back to openat"})
 	always := []struct {
 		why   string
 		calls []string

@@ -33,11 +33,14 @@ var arches = map[string]struct {
 		"read": 0, "socket": 41, "socketpair": 53, "ioctl": 16, "clone": 56, "clone3": 435, "unshare": 272,
 		"ptrace": 101, "mount": 165, "bpf": 321, "io_uring_setup": 425, "setns": 308, "keyctl": 250,
 		"kexec_load": 246, "open_tree": 428, "userfaultfd": 323, "pidfd_getfd": 438,
+		"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85, "mknod": 133, "mknodat": 259,
+		"open": 2, "openat": 257, "openat2": 437,
 	}},
 	"arm64": {0xc00000b7, 0xc000003e, map[string]uint32{
 		"read": 63, "socket": 198, "socketpair": 199, "ioctl": 29, "clone": 220, "clone3": 435, "unshare": 97,
 		"ptrace": 117, "mount": 40, "bpf": 280, "io_uring_setup": 425, "setns": 268, "keyctl": 219,
 		"kexec_load": 104, "open_tree": 428, "userfaultfd": 282, "pidfd_getfd": 438,
+		"fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "mknodat": 33, "openat": 56, "openat2": 437,
 	}},
 }
 
@@ -113,6 +116,21 @@ func TestFilterDecisions(t *testing.T) {
 		{"kexec_load", "kexec_load", nil, retEPERM},
 		{"userfaultfd", "userfaultfd", nil, retEPERM},
 		{"pidfd_getfd", "pidfd_getfd", nil, retEPERM},
+		{"fchmod 0755", "fchmod", []uint64{3, 0o755}, retAllow},
+		{"fchmod 04755", "fchmod", []uint64{3, 0o4755}, retEPERM},
+		{"fchmod 02755", "fchmod", []uint64{3, 0o2755}, retEPERM},
+		{"fchmod sticky", "fchmod", []uint64{3, 0o1777}, retAllow},
+		{"fchmodat 0644", "fchmodat", []uint64{0xffffff9c, 0, 0o644}, retAllow},
+		{"fchmodat 04755", "fchmodat", []uint64{0xffffff9c, 0, 0o4755}, retEPERM},
+		{"fchmodat2 0644", "fchmodat2", []uint64{0xffffff9c, 0, 0o644, 0x100}, retAllow},
+		{"fchmodat2 06755", "fchmodat2", []uint64{0xffffff9c, 0, 0o6755, 0x100}, retEPERM},
+		{"mknodat regular suid", "mknodat", []uint64{0xffffff9c, 0, 0o100000 | 0o4755, 0}, retEPERM},
+		{"mknodat fifo", "mknodat", []uint64{0xffffff9c, 0, 0o10000 | 0o644, 0}, retAllow},
+		{"openat O_CREAT 0644", "openat", []uint64{0xffffff9c, 0, 0o101, 0o644}, retAllow},
+		{"openat O_CREAT 04755", "openat", []uint64{0xffffff9c, 0, 0o101, 0o4755}, retEPERM},
+		{"openat O_TMPFILE 02755", "openat", []uint64{0xffffff9c, 0, 0o20200002, 0o2755}, retEPERM},
+		{"openat read, mode bits ignored", "openat", []uint64{0xffffff9c, 0, 0, 0o4755}, retAllow},
+		{"openat2", "openat2", nil, retENOSYS},
 	}
 	for goarch, a := range arches {
 		v := vm(t, goarch)
@@ -135,6 +153,27 @@ func TestFilterDecisions(t *testing.T) {
 			got, _ := v.Run(seccompData(0, a.foreign))
 			if uint32(got) != retKillProcess {
 				t.Errorf("foreign arch = %#x, want kill", uint32(got))
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name    string
+		syscall string
+		args    []uint64
+		want    uint32
+	}{
+		{"chmod 04755", "chmod", []uint64{0, 0o4755}, retEPERM},
+		{"chmod 0755", "chmod", []uint64{0, 0o755}, retAllow},
+		{"creat 02755", "creat", []uint64{0, 0o2755}, retEPERM},
+		{"mknod suid", "mknod", []uint64{0, 0o100000 | 0o4755, 0}, retEPERM},
+		{"open O_CREAT 04755", "open", []uint64{0, 0o101, 0o4755}, retEPERM},
+		{"open O_CREAT 0644", "open", []uint64{0, 0o101, 0o644}, retAllow},
+	} {
+		t.Run("amd64/"+tt.name, func(t *testing.T) {
+			a := arches["amd64"]
+			got, _ := vm(t, "amd64").Run(seccompData(a.syscalls[tt.syscall], a.audit, tt.args...))
+			if uint32(got) != tt.want {
+				t.Errorf("%s%v = %#x, want %#x", tt.syscall, tt.args, uint32(got), tt.want)
 			}
 		})
 	}

@@ -57,6 +57,9 @@ func build(arch libseccomp.ScmpArch, path string) error {
 		// Rules take the native architecture's number; libseccomp translates
 		// it by name for the filter's architecture.
 		nr, err := libseccomp.GetSyscallFromName(r.Syscall)
+		if err != nil && r.Nr != 0 {
+			nr, err = libseccomp.ScmpSyscall(r.Nr), nil
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.Syscall, err)
 		}
