@@ -111,3 +111,30 @@ func TestUnprivilegedCaller(t *testing.T) {
 		t.Errorf("a 2.6 GB line under the default limit, as nobody:\n%s", out)
 	}
 }
+
+// A writable root the sandbox cannot even enter (root runs sbx; the
+// directory is another user's, mode 0700) no longer fails every run: the
+// read-only binds inside it are skipped, and the command still cannot
+// write there.
+func TestWritableRootOfAnotherUser(t *testing.T) {
+	e := newEnv(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a directory of another user")
+	}
+	other := filepath.Join(e.home, "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	settings := `{"sandbox":{"filesystem":{"allowWrite":["` + other + `"]}}}`
+	r := e.sh(`echo ran > ran.txt; echo x > `+other+`/planted; echo x > `+other+`/.bashrc; true`, "--settings", settings, "--mode", "bypassPermissions")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, e.path("ran.txt"), "ran\n")
+	if names := listing(t, other); len(names) != 0 {
+		t.Errorf("the command wrote into a directory it cannot enter: %v", names)
+	}
+}

@@ -14,9 +14,19 @@ import (
 // bindReadOnly bind-mounts each path onto itself, recursively, and makes the
 // new mount read-only, keeping the flags the kernel locks in a user
 // namespace (nosuid, nodev, noexec, atime).
+//
+// A path the init may not even look up (EACCES: a directory of another
+// user on the way, and the init has no capability over files) is one the
+// command, with the same uid and no capability at all, cannot reach
+// either: it is skipped instead of failing the run. Should the host open
+// the way during the run, the post-run scan still quarantines what the
+// command planted there.
 func bindReadOnly(paths []string) error {
 	for _, p := range paths {
 		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			if errors.Is(err, unix.EACCES) {
+				continue
+			}
 			return fmt.Errorf("bind %s: %w", p, err)
 		}
 		var st unix.Statfs_t
