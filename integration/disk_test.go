@@ -225,7 +225,8 @@ func TestDiskBudgetMergesAfterTimeoutAndKill(t *testing.T) {
 
 	// sbx killed with SIGKILL: the helper still kills the sandbox and
 	// merges what it wrote.
-	cmd := exec.Command(sbxBin, "run", "--max-disk", "8M", "-c", `echo k > killed.txt; echo ready; sleep 30`)
+	const marker = "30.4242"
+	cmd := exec.Command(sbxBin, "run", "--max-disk", "8M", "-c", `echo k > killed.txt; echo ready; sleep `+marker)
 	cmd.Dir, cmd.Env = e.ws, e.environ()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -241,8 +242,9 @@ func TestDiskBudgetMergesAfterTimeoutAndKill(t *testing.T) {
 		t.Fatal("killed.txt never reached the host after sbx was killed")
 	}
 	assertContent(t, e.path("killed.txt"), "k\n")
-	if out, _ := exec.Command("pgrep", "-f", "sleep 30").Output(); len(out) > 0 {
-		t.Errorf("sandboxed processes left: %s", out)
+	if !waitFor(5*time.Second, func() bool { return len(PidsWith(marker)) == 0 }) {
+		ps, _ := exec.Command("ps", "-eo", "pid,ppid,stat,etimes,args").Output()
+		t.Errorf("sandboxed processes left: %v\n%s", PidsWith(marker), ps)
 	}
 }
 

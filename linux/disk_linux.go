@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"syscall"
@@ -362,19 +361,8 @@ func runBwrap(spec *DiskSpec) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	exited, err := startOnLockedThread(cmd)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "sbx: start bubblewrap: %v\n", err)
 		return ExitInitFailed
 	}

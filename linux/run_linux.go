@@ -503,24 +503,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		disk.sysProcAttr(cmd.SysProcAttr)
 	}
 
-	// Pdeathsig follows the thread that forked bwrap: start and wait from
-	// one locked thread (golang/go#27505).
-	type waited struct {
-		err error
-	}
-	started := make(chan error, 1)
-	exited := make(chan waited, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- waited{cmd.Wait()}
-	}()
-	err = <-started
+	exited, err := startOnLockedThread(cmd)
 	specR.Close()
 	infoW.Close()
 	for _, f := range closeLater {
@@ -644,7 +627,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 			<-exited
 			waitCopies()
 			return ctx.Err()
-		case w := <-exited:
+		case waitErr := <-exited:
 			waitCopies()
 			initRan := <-ready
 			select {
@@ -658,9 +641,28 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 				case <-time.After(time.Second):
 				}
 			}
-			return r.finish(w.err, initRan, cmd, bwrapErr.String())
+			return r.finish(waitErr, initRan, cmd, bwrapErr.String())
 		}
 	}
+}
+
+// startOnLockedThread starts cmd, and waits for it, from one goroutine
+// locked to its OS thread: Pdeathsig follows the thread that forked the
+// child (golang/go#27505). The channel delivers Wait's error.
+func startOnLockedThread(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	return exited, <-started
 }
 
 // finish turns bubblewrap's exit into a result. bwrap exits with the init's
