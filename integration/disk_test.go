@@ -14,31 +14,17 @@ import (
 	"time"
 )
 
-// duBytes is what du(1) reports for dir, in bytes (allocated blocks).
-func duBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	out, err := exec.Command("du", "-s", "-B1", dir).Output()
-	if err != nil {
-		t.Fatalf("du %s: %v", dir, err)
-	}
-	n, err := strconv.ParseInt(strings.Fields(string(out))[0], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestDiskBudgetStopsAFillLoop(t *testing.T) {
 	e := newEnv(t)
 	e.write("before.txt", "kept\n")
-	before := duBytes(t, e.ws)
+	before := allocated(e.ws)
 	const budget = 4 << 20
 	// 64 files of 256 KiB would be 16 MiB; the loop stops at the first
 	// failed write.
 	r := e.sh(`echo early > early.txt
 i=0; while [ $i -lt 64 ]; do head -c 262144 /dev/zero > f$i || break; i=$((i+1)); done; echo "wrote $i"`,
 		"--max-disk", "4M")
-	added := duBytes(t, e.ws) - before
+	added := allocated(e.ws) - before
 	// The budget holds file data; on the host each new file and the grown
 	// directory may take a few blocks more.
 	if added > budget+64<<10 {

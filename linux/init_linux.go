@@ -320,7 +320,7 @@ func RlimitExec(args []string) int {
 		// The kernel counts every task of this uid in the sandbox's user
 		// namespace, the init's threads too: the command gets nproc on top
 		// of those.
-		nproc += sandboxTasks() - 1
+		nproc += otherTasks()
 	}
 	for _, l := range []struct {
 		res  int
@@ -346,13 +346,12 @@ func RlimitExec(args []string) int {
 	return ExitCannotExec
 }
 
-// sandboxTasks counts the threads of every other process in the sandbox's
-// pid namespace (the init's), plus one for this process once it has
-// become the command.
-func sandboxTasks() uint64 {
+// otherTasks counts the threads of every other process in the sandbox's
+// pid namespace: the init's.
+func otherTasks() uint64 {
 	tasks, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
 	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/"
-	n := uint64(1)
+	var n uint64
 	for _, t := range tasks {
 		if !strings.HasPrefix(t, self) {
 			n++

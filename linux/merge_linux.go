@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -134,8 +133,12 @@ func (m *merger) dir(upper string, hostFD int, host string, opaque bool) {
 			m.fail(host, err)
 			return
 		}
+		inUpper := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			inUpper[e.Name()] = true
+		}
 		for _, n := range names {
-			if !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == n }) {
+			if !inUpper[n] {
 				m.remove(hostFD, n, filepath.Join(host, n))
 			}
 		}
