@@ -31,6 +31,9 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if s.FS == nil || len(s.Argv) == 0 {
 		return nil, errors.New("darwin: spec needs a filesystem policy and a command")
 	}
+	if s.Discard {
+		return nil, fmt.Errorf("%w: --discard needs transactional writes, which are not implemented on macOS (the command would write the workspace directly)", pipeline.ErrUnavailable)
+	}
 	// Resource limits are not implemented on macOS yet: refuse a limit the
 	// user asked for; defaults become a warning.
 	var limitWarn string

@@ -11,9 +11,10 @@
 // Precedence: denyWrite wins over allowWrite wherever they overlap (a writable
 // root inside a denyWrite path stays read-only); allowRead re-opens a path
 // inside a denyRead; writable roots are readable. Files that give code
-// execution later ([ProtectedFiles], [ProtectedDirs], git hooks and config)
-// stay read-only inside writable roots unless an allowWrite names that exact
-// path.
+// execution later ([ProtectedFiles], [ProtectedDirs], [HomePersistence], git
+// hooks and config) never change on the host unless an allowWrite names that
+// exact path, and sbx's own files never do: [Policy.Check] decides each
+// change a run would make.
 package fsrules
 
 import (
@@ -40,6 +41,13 @@ type Input struct {
 	// Workspace is the project root: writable by default.
 	Workspace                                  string
 	AllowWrite, DenyWrite, DenyRead, AllowRead []Rule
+	// Self are sbx's own files (its state, every settings file it or
+	// Claude Code reads): never written from a sandbox, whatever allowWrite
+	// says.
+	Self []Rule
+	// HomeRoot lets the home directory (or an ancestor of it) be a
+	// writable root; without it such a root is an error. / never is.
+	HomeRoot bool
 }
 
 // Host gives [Compile] access to the machine, so it can be tested with a
@@ -69,6 +77,8 @@ type Path struct {
 // readable and read-only except as listed here.
 type Policy struct {
 	Workspace string `json:"workspace"`
+	// Home is the home directory: its persistence paths are protected.
+	Home string `json:"home"`
 	// Writable roots, from the workspace and allowWrite. Each exists.
 	Writable []Path `json:"writable"`
 	// ExactAllow are allowWrite paths that name a protected path exactly:
@@ -77,7 +87,9 @@ type Policy struct {
 	DenyWrite  []Path   `json:"denyWrite,omitempty"`
 	DenyRead   []Path   `json:"denyRead,omitempty"`
 	AllowRead  []Path   `json:"allowRead,omitempty"`
-	Warnings   []string `json:"warnings,omitempty"`
+	// Self are sbx's own files and directories: see [Input.Self].
+	Self     []Path   `json:"self,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // PatternError is returned for a path that cannot be compiled.
@@ -220,6 +232,24 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 	return out, nil
 }
 
+// compileSelf anchors sbx's own paths, resolving links where it can (a
+// path that cannot be resolved is protected as written).
+func (c *compiler) compileSelf(rules []Rule) []Path {
+	var out []Path
+	for _, r := range rules {
+		abs, err := Anchor(r.Pattern, r.BaseDir, c.host.Home)
+		if err != nil {
+			continue
+		}
+		p := Path{Path: abs, Origin: r.Origin}
+		if rp, exists, err := c.host.resolve(abs); err == nil {
+			p.Path, p.Exists = rp, exists
+		}
+		out = append(out, p)
+	}
+	return dedupe(out)
+}
+
 type compiler struct {
 	host Host
 	pol  *Policy
@@ -245,7 +275,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 	if !filepath.IsAbs(host.Home) {
 		return nil, fmt.Errorf("fsrules: home %q is not absolute", host.Home)
 	}
-	pol := &Policy{}
+	pol := &Policy{Home: filepath.Clean(host.Home)}
 	c := &compiler{host: host, pol: pol}
 	ws, exists, err := host.resolve(filepath.Clean(in.Workspace))
 	if err != nil || !exists {
@@ -265,6 +295,10 @@ func Compile(in Input, host Host) (*Policy, error) {
 	}
 	if pol.AllowRead, err = c.compileList(in.AllowRead, false, "allowRead"); err != nil {
 		return nil, err
+	}
+	pol.Self = c.compileSelf(in.Self)
+	if home, ok, _ := host.resolve(pol.Home); ok {
+		pol.Home = home
 	}
 	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(p Path) bool { return !p.Exists })
 	// An allowRead naming a denied path itself re-opens it (that is how the
@@ -286,11 +320,14 @@ func Compile(in Input, host Host) (*Policy, error) {
 			c.warnf("%s: allowWrite %s does not exist; ignored", w.Origin, w.Path)
 			continue
 		}
+		if err := checkRoot(w, pol.Home, in.HomeRoot); err != nil {
+			return nil, err
+		}
 		if d := coveringDeny(w.Path, pol.DenyWrite); d != nil {
 			c.warnf("%s: allowWrite %s lies inside denyWrite %s (%s); it stays read-only", w.Origin, w.Path, d.Path, d.Origin)
 			continue
 		}
-		if isProtectedPath(w.Path) {
+		if isProtectedPath(w.Path) || slices.ContainsFunc(homePersistence, func(h string) bool { return filepath.Join(pol.Home, h) == w.Path }) {
 			pol.ExactAllow = append(pol.ExactAllow, w.Path)
 		}
 		if slices.ContainsFunc(pol.Writable, func(p Path) bool { return p.Path == w.Path }) {
@@ -346,15 +383,46 @@ func dedupe(ps []Path) []Path {
 	})
 }
 
-// gitDirsOutside returns the git directory and common directory of a
-// workspace whose .git is a pointer file (a linked worktree, a submodule)
-// to a directory outside the workspace: git must write there (index,
-// objects, refs) for commits to work. Their hooks and config stay
-// read-only like any git directory's.
+// RootError is returned for a writable root that would expose the whole
+// machine or the whole home directory.
+type RootError struct {
+	Path, Origin, Msg string
+}
+
+func (e *RootError) Error() string {
+	return fmt.Sprintf("%s: writable root %s: %s", e.Origin, e.Path, e.Msg)
+}
+
+// checkRoot refuses / as a writable root, and the home directory or an
+// ancestor of it unless homeRoot is set.
+func checkRoot(w Path, home string, homeRoot bool) error {
+	switch {
+	case w.Path == "/":
+		return &RootError{w.Path, w.Origin, "the whole file system cannot be writable; run sbx from a project directory"}
+	case !homeRoot && Within(home, w.Path):
+		return &RootError{w.Path, w.Origin, "this would make your whole home directory writable; run sbx from a project directory, " +
+			"or pass --home-workspace to allow it (home persistence files stay protected)"}
+	}
+	return nil
+}
+
+// gitDirsOutside returns the git directory (and common directory) of a
+// workspace whose .git is a gitdir pointer file (a linked worktree, a
+// submodule) to a directory outside the workspace: git must write there
+// (index, objects, refs) for commits to work; the merge lets only git's
+// own data change there. They count only when validated on the host: .git
+// is a regular file (never a link); the directory it names is a real git
+// directory that points back at this workspace (a worktree's gitdir file,
+// a submodule's core.worktree); a common directory is a real git directory
+// holding the worktree's directory under worktrees/.
 func (c *compiler) gitDirsOutside(ws string) []Path {
-	data, err := c.host.readFile(filepath.Join(ws, ".git"))
+	dotGit := filepath.Join(ws, ".git")
+	if fi, err := c.host.lstat(dotGit); err != nil || !fi.Mode().IsRegular() {
+		return nil // no .git, a directory, or a link: nothing outside
+	}
+	data, err := c.host.readFile(dotGit)
 	if err != nil {
-		return nil // no .git, or a directory: nothing outside
+		return nil
 	}
 	line, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
 	if !ok {
@@ -364,21 +432,81 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 	if !filepath.IsAbs(gitDir) {
 		gitDir = filepath.Join(ws, gitDir)
 	}
-	var out []Path
-	add := func(p string) {
-		rp, exists, err := c.host.resolve(filepath.Clean(p))
-		if err != nil || !exists || Within(rp, ws) {
-			return
-		}
-		out = append(out, Path{Path: rp, Exists: true, Dir: true, Origin: "git directory of the workspace (" + filepath.Join(ws, ".git") + ")"})
+	gitDir, exists, err := c.host.resolve(filepath.Clean(gitDir))
+	if err != nil || !exists || Within(gitDir, ws) || !c.isGitDir(gitDir) {
+		return nil
 	}
-	add(gitDir)
-	if common, err := c.host.readFile(filepath.Join(gitDir, "commondir")); err == nil {
-		cd := strings.TrimSpace(string(common))
-		if !filepath.IsAbs(cd) {
-			cd = filepath.Join(gitDir, cd)
+	origin := "git directory of the workspace (" + dotGit + "), validated"
+	common := gitDir
+	if cd, err := c.host.readFile(filepath.Join(gitDir, "commondir")); err == nil {
+		common = strings.TrimSpace(string(cd))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(gitDir, common)
 		}
-		add(cd)
+		common, exists, err = c.host.resolve(filepath.Clean(common))
+		if err != nil || !exists || !c.isGitDir(common) || filepath.Dir(gitDir) != filepath.Join(common, "worktrees") {
+			c.warnf("%s: the common directory of %s is not a git directory holding it; git cannot write outside the workspace", dotGit, gitDir)
+			return nil
+		}
+	}
+	if !c.pointsBack(gitDir, dotGit, ws) {
+		c.warnf("%s: %s does not point back at this workspace; git cannot write outside the workspace", dotGit, gitDir)
+		return nil
+	}
+	out := []Path{{Path: gitDir, Exists: true, Dir: true, Origin: origin}}
+	if common != gitDir && !Within(common, ws) {
+		out = append(out, Path{Path: common, Exists: true, Dir: true, Origin: origin})
 	}
 	return out
+}
+
+// isGitDir reports whether dir is a real git directory: a directory with a
+// HEAD file and objects/ (or, for a linked worktree's, a commondir file).
+func (c *compiler) isGitDir(dir string) bool {
+	if fi, err := c.host.lstat(dir); err != nil || !fi.IsDir() {
+		return false
+	}
+	if fi, err := c.host.lstat(filepath.Join(dir, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	if fi, err := c.host.lstat(filepath.Join(dir, "objects")); err == nil && fi.IsDir() {
+		return true
+	}
+	fi, err := c.host.lstat(filepath.Join(dir, "commondir"))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// pointsBack reports whether git directory gitDir names the workspace as
+// its work tree: a linked worktree's gitdir file names ws/.git, a
+// submodule's config sets core.worktree to ws.
+func (c *compiler) pointsBack(gitDir, dotGit, ws string) bool {
+	same := func(p, want string) bool {
+		r, ok, err := c.host.resolve(filepath.Clean(p))
+		return err == nil && ok && r == want
+	}
+	if data, err := c.host.readFile(filepath.Join(gitDir, "gitdir")); err == nil {
+		p := strings.TrimSpace(string(data))
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(gitDir, p)
+		}
+		return same(p, dotGit)
+	}
+	data, err := c.host.readFile(filepath.Join(gitDir, "config"))
+	if err != nil {
+		return false
+	}
+	keys, err := parseGitConfig(data)
+	if err != nil {
+		return false
+	}
+	for _, k := range keys {
+		if k.section == "core" && !k.hasSub && k.name == "worktree" {
+			p := k.value
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(gitDir, p)
+			}
+			return same(p, ws)
+		}
+	}
+	return false
 }

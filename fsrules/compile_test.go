@@ -69,6 +69,7 @@ func FuzzAnchor(f *testing.F) {
 type fakeHost struct {
 	dirs, files map[string]bool
 	links       map[string]string
+	content     map[string]string // files with content (also files)
 }
 
 type fakeInfo struct {
@@ -87,7 +88,7 @@ func (h *fakeHost) lstat(p string) (fs.FileInfo, error) {
 	switch {
 	case h.dirs[p]:
 		return fakeInfo{filepath.Base(p), fs.ModeDir}, nil
-	case h.files[p]:
+	case h.files[p] || h.content[p] != "":
 		return fakeInfo{filepath.Base(p), 0}, nil
 	case h.links[p] != "":
 		return fakeInfo{filepath.Base(p), fs.ModeSymlink}, nil
@@ -107,7 +108,7 @@ func (h *fakeHost) eval(p string) (string, error) {
 			rest := filepath.Join(append([]string{t}, parts[i+1:]...)...)
 			return h.eval(rest)
 		}
-		if !h.dirs[next] && !h.files[next] {
+		if !h.dirs[next] && !h.files[next] && h.content[next] == "" {
 			return "", &fs.PathError{Op: "lstat", Path: next, Err: fs.ErrNotExist}
 		}
 		cur = next
@@ -116,7 +117,7 @@ func (h *fakeHost) eval(p string) (string, error) {
 }
 
 func (h *fakeHost) host() Host {
-	return Host{Home: "/home/u", EvalSymlinks: h.eval, Lstat: h.lstat, Glob: func(pattern string) ([]string, error) {
+	return Host{Home: "/home/u", EvalSymlinks: h.eval, Lstat: h.lstat, ReadFile: h.readFile, Glob: func(pattern string) ([]string, error) {
 		var out []string
 		for p := range h.files {
 			if ok, _ := filepath.Match(pattern, p); ok {
@@ -125,6 +126,20 @@ func (h *fakeHost) host() Host {
 		}
 		return out, nil
 	}}
+}
+
+func (h *fakeHost) readFile(p string) ([]byte, error) {
+	r, err := h.eval(p)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := h.content[r]; ok {
+		return []byte(c), nil
+	}
+	if h.files[r] {
+		return nil, nil
+	}
+	return nil, fs.ErrNotExist
 }
 
 func newFakeHost() *fakeHost {

@@ -3,8 +3,9 @@ package fsrules
 import "slices"
 
 // protectedFiles are file names that give code execution later (shell start-up
-// files, tool configuration that runs commands). Inside a writable root they
-// stay read-only at any depth unless an allowWrite names that exact path.
+// files, tool and editor configuration that runs commands). Inside a writable
+// root they never change on the host, at any depth, unless an allowWrite
+// names that exact path.
 var protectedFiles = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_aliases", ".bash_logout",
 	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".profile", ".envrc",
@@ -14,22 +15,45 @@ var protectedFiles = []string{
 	".pre-commit-config.yaml", "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml",
 	"gradle-wrapper.properties", "maven-wrapper.properties", ".devcontainer.json",
 	".ripgreprc", "pyrightconfig.json", ".mcp.json", ".claude.json",
+	// Editors and debuggers that read a project-local file and run it.
+	".exrc", ".vimrc", ".gvimrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".dir-locals.el", ".dir-locals-2.el",
+	".gdbinit", ".lldbinit", ".pdbrc",
+	// Tool managers whose project files carry hooks and tasks.
+	"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".aider.conf.yml",
 }
 
-// protectedDirs are directory names whose whole contents stay read-only, for
-// the same reason.
+// protectedDirs are directory names whose whole contents are protected, for
+// the same reason: editor and coding-agent configuration (tasks, MCP
+// servers, hooks), git hook managers, sbx's own.
 var protectedDirs = []string{
 	".vscode", ".idea", ".husky", ".cargo", ".devcontainer", ".yarn", ".mvn",
-	".claude", ".sbx",
+	".claude", ".sbx", ".codex", ".cursor", ".gemini", ".windsurf", ".continue", ".zed",
+	".fleet", ".amazonq", ".roo", ".kiro", ".mise",
 }
 
 // protectedNested are protected paths of two components (a directory of that
 // name holding the protected entry), such as ~/.config/git.
 var protectedNested = [][2]string{{".config", "git"}}
 
-// gitDirProtected are the entries of every git directory that stay read-only:
-// hooks run code, and config can name programs (core.fsmonitor, core.pager …).
+// gitDirProtected are the entries of every git directory that an exact
+// allowWrite may open (see [GitEntry] for what else a git directory keeps).
 var gitDirProtected = []string{"hooks", "config"}
+
+// homePersistence are paths below the home directory that run code at
+// login, in a new shell, in an editor or a tool, or that hold what lets
+// someone in (ssh). When a writable root covers them they never change on
+// the host unless an allowWrite names one exactly.
+var homePersistence = []string{
+	".ssh", ".gnupg", ".local/bin", ".local/share/applications", ".local/share/systemd",
+	".local/share/direnv", ".config/autostart", ".config/systemd", ".config/environment.d",
+	".config/fish", ".config/nvim", ".config/Code", ".config/zsh", ".config/direnv", ".config/mise",
+	".config/containers", ".config/pip", ".config/powershell", ".config/git", ".config/gh",
+	".pam_environment", ".xprofile", ".xsession", ".xsessionrc", ".xinitrc", ".Xresources",
+	".vim", ".emacs", ".emacs.d", ".tmux.conf", ".screenrc", ".inputrc", ".bashrc.d", ".oh-my-zsh",
+	".docker", ".kube", ".aws", ".azure", ".config/gcloud", ".m2", ".gradle", ".pip", ".pydistutils.cfg",
+	".pypirc", ".netrc", ".condarc", ".Rprofile", ".psqlrc", ".sqliterc", ".gemrc", ".irbrc", ".pryrc",
+	".curlrc", ".wgetrc", ".mailcap", ".local/state/sbx", ".config/sbx",
+}
 
 // ProtectedFiles returns the protected file names (a copy).
 func ProtectedFiles() []string { return slices.Clone(protectedFiles) }
@@ -37,18 +61,18 @@ func ProtectedFiles() []string { return slices.Clone(protectedFiles) }
 // ProtectedDirs returns the protected directory names (a copy).
 func ProtectedDirs() []string { return slices.Clone(protectedDirs) }
 
+// HomePersistence returns the protected paths relative to the home
+// directory (a copy).
+func HomePersistence() []string { return slices.Clone(homePersistence) }
+
 // isProtectedName reports whether a base name is protected, and whether it
 // is protected as a directory.
 func isProtectedName(name string) (protected, dir bool) {
-	for _, n := range protectedFiles {
-		if n == name {
-			return true, false
-		}
+	if slices.Contains(protectedFiles, name) {
+		return true, false
 	}
-	for _, n := range protectedDirs {
-		if n == name {
-			return true, true
-		}
+	if slices.Contains(protectedDirs, name) {
+		return true, true
 	}
 	return false, false
 }

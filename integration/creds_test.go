@@ -143,7 +143,7 @@ func TestHTTPSInjectionThroughTheSandbox(t *testing.T) {
 func TestSecretNotInSandboxProcesses(t *testing.T) {
 	e := newEnv(t)
 	real := "sk-ant-" + strings.Repeat("Zq9", 8)
-	cmd := e.startReady([]string{"ANTHROPIC_API_KEY=" + real}, "run", "-c", "echo ready > ready.txt; sleep 2")
+	cmd := e.startReady([]string{"ANTHROPIC_API_KEY=" + real}, "run", "-c", "echo ready; printf '%200s\\n' ''; sleep 2") // padding: the redactor holds back a tail
 	defer cmd.Wait()
 	scanned := 0
 	for _, pid := range Descendants(cmd.Process.Pid) {

@@ -58,26 +58,35 @@ func TestDenyWrite(t *testing.T) {
 	e.write("keep/inner.txt", "kept")
 	e.write("other.txt", "other")
 	settings := `{"sandbox": {"filesystem": {"denyWrite": ["./locked.txt", "./keep", "./future.txt", "./later/deep/x"]}}}`
-	tests := []struct{ name, script string }{
-		{"write", "echo evil > locked.txt"},
-		{"append", "echo evil >> locked.txt"},
-		{"truncate", "truncate -s0 locked.txt"},
-		{"delete", "rm -f locked.txt"},
-		{"rename away", "mv locked.txt moved.txt"},
-		{"rename over", "mv other.txt locked.txt"},
-		{"chmod", "chmod 777 locked.txt"},
-		{"write in dir", "echo evil > keep/inner.txt"},
-		{"create in dir", "echo evil > keep/new.txt"},
-		{"delete dir", "rm -rf keep"},
-		{"create denied path", "echo evil > future.txt"},
-		{"create under denied path", "mkdir -p later/deep && echo evil > later/deep/x"},
-		{"symlink then write", "ln -s locked.txt l && echo evil > l"},
-		{"hard link then write", "ln locked.txt h && echo evil > h"},
+	// Existing denyWrite paths are read-only inside (the write fails
+	// there); a path that does not exist yet can be made inside, and the
+	// merge refuses it (named on stderr).
+	tests := []struct {
+		name, script string
+		refused      bool
+	}{
+		{"write", "echo evil > locked.txt", false},
+		{"append", "echo evil >> locked.txt", false},
+		{"truncate", "truncate -s0 locked.txt", false},
+		{"delete", "rm -f locked.txt", false},
+		{"rename away", "mv locked.txt moved.txt", false},
+		{"rename over", "mv other.txt locked.txt", false},
+		{"chmod", "chmod 777 locked.txt", false},
+		{"write in dir", "echo evil > keep/inner.txt", false},
+		{"create in dir", "echo evil > keep/new.txt", false},
+		{"delete dir", "rm -rf keep", false},
+		{"create denied path", "echo evil > future.txt", true},
+		{"create under denied path", "mkdir -p later/deep && echo evil > later/deep/x", true},
+		{"symlink then write", "ln -s locked.txt l && echo evil > l", false},
+		{"hard link then write", "ln locked.txt h && echo evil > h", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.sh(tt.script, "--settings", settings)
-			if r.code == 0 {
+			if tt.refused && !strings.Contains(r.stderr, "refused to create") {
+				t.Errorf("the merge did not report the refusal; stderr: %s", r.stderr)
+			}
+			if !tt.refused && r.code == 0 {
 				t.Errorf("exit 0, want a failure; stderr: %s", r.stderr)
 			}
 			assertContent(t, e.path("locked.txt"), "original")
@@ -91,10 +100,11 @@ func TestDenyWrite(t *testing.T) {
 			os.Remove(e.path("h"))
 		})
 	}
-	// Nothing of the placeholders stays behind.
+	// Nothing of sbx's stays behind (the directories above a denied
+	// path may be made).
 	got := listing(t, e.ws)
 	slices.Sort(got)
-	if want := []string{"keep", "keep/inner.txt", "locked.txt", "other.txt"}; !slices.Equal(got, want) {
+	if want := []string{"keep", "keep/inner.txt", "later", "later/deep", "locked.txt", "other.txt"}; !slices.Equal(got, want) {
 		t.Errorf("workspace after runs = %q, want %q", got, want)
 	}
 }
@@ -133,8 +143,12 @@ func TestLinksOutOfTheWorkspace(t *testing.T) {
 	assertContent(t, e.path(".bashrc"), "rc")
 	assertAbsent(t, filepath.Join(outside, "created"))
 	assertAbsent(t, e.path("hl"))
-	if _, err := os.Lstat(e.path("hl2")); err == nil {
-		assertContent(t, e.path("hl2"), "evil\n") // a separate new file, not a link
+	// hl2 was a link to .bashrc inside; on the host it is a new file of
+	// its own, never a link to the protected file.
+	if a, err := os.Stat(e.path("hl2")); err == nil {
+		if b, err := os.Stat(e.path(".bashrc")); err == nil && os.SameFile(a, b) {
+			t.Errorf("hl2 is a hard link to .bashrc on the host")
+		}
 	}
 }
 
@@ -221,7 +235,7 @@ func TestPersistenceFiles(t *testing.T) {
 	assertAbsent(t, e.path(".config/git"))
 	assertAbsent(t, e.path("sub/.git/hooks/post-checkout"))
 	assertAbsent(t, e.path("sub/.git/config"))
-	// What could not be blocked was moved to the quarantine, not deleted.
+	// What the merge refused is in the quarantine, not deleted.
 	q := filepath.Join(e.home, ".local/state/sbx/quarantine")
 	var inQuarantine []string
 	for _, p := range listing(t, q) {
@@ -234,8 +248,8 @@ func TestPersistenceFiles(t *testing.T) {
 			t.Errorf("quarantine lacks %s: %q", want, inQuarantine)
 		}
 	}
-	if !strings.Contains(r.stderr, "moved to") {
-		t.Errorf("stderr does not report the quarantine: %s", r.stderr)
+	if !strings.Contains(r.stderr, "refused to create "+e.path(".vscode")) || !strings.Contains(r.stderr, "saved at "+q) {
+		t.Errorf("stderr does not report the refusals: %s", r.stderr)
 	}
 }
 

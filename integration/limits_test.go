@@ -241,7 +241,7 @@ func TestStaleCgroupCleanedAfterSIGKILL(t *testing.T) {
 	e := newEnv(t)
 	requireCgroupLimits(t, e)
 	before := len(sbxCgroups(t))
-	cmd := e.startReady(nil, "run", "--max-procs", "64", "-c", "echo ready > ready.txt; sleep 60")
+	cmd := e.startReady(nil, "run", "--max-procs", "64", "-c", "echo ready; sleep 60")
 	if n := len(sbxCgroups(t)); n != before+1 {
 		t.Errorf("%d sbx cgroups during the run, want %d", n, before+1)
 	}

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,19 +124,37 @@ func (e *env) sh(script string, flags ...string) result {
 }
 
 // startReady starts sbx with args in the workspace, with extraEnv added,
-// and waits (at most 10 s) until the sandboxed command has written
-// ready.txt there.
+// and waits (at most 10 s) until the sandboxed command has printed a line
+// "ready" (its writes reach the workspace only when it ends, so the
+// signal is on stdout). The rest of stdout is drained.
 func (e *env) startReady(extraEnv []string, args ...string) *exec.Cmd {
 	e.t.Helper()
 	cmd := exec.Command(sbxBin, args...)
 	cmd.Dir, cmd.Env = e.ws, append(e.environ(), extraEnv...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(e.path("ready.txt")); return err == nil }) {
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		seen := false
+		for sc.Scan() {
+			if sc.Text() == "ready" && !seen {
+				close(ready)
+				seen = true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		cmd.Wait()
-		e.t.Fatalf("sbx %q: the command never wrote ready.txt", args)
+		e.t.Fatalf("sbx %q: the command never printed ready", args)
 	}
 	return cmd
 }
@@ -211,4 +231,10 @@ func victimOnHost(t *testing.T, path string, calls ...string) string {
 		t.Fatalf("victim on host: %v: %s", err, out)
 	}
 	return string(out)
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }

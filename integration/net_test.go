@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,32 +250,67 @@ func TestNetworkProxyKilledMidRun(t *testing.T) {
 	ex := e.executor()
 	stopped := make(chan func() error, 1)
 	ex.OnProxyStart = func(stop func() error) { stopped <- stop }
-	script := fmt.Sprintf(`curl -sS -m5 --noproxy '' http://127.0.0.1:%[1]d/1; echo; touch ready
-for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
+	// The command's writes reach the host only when it ends: it signals
+	// on stdout, and the test answers through a file next to the
+	// workspace, which the sandbox sees (read-only) as it is on the host.
+	goFile := filepath.Join(filepath.Dir(e.ws), "go")
+	script := fmt.Sprintf(`curl -sS -m5 --noproxy '' http://127.0.0.1:%[1]d/1; echo; echo ready
+for i in $(seq 200); do [ -e %[2]s ] && break; sleep 0.05; done
 curl -sS -m5 --noproxy '' http://127.0.0.1:%[1]d/2; echo " second=$?"
-curl -sS -m5 --noproxy '' -x socks5h://127.0.0.1:1080 http://127.0.0.1:%[1]d/3; echo " third=$?"`, plain.port)
+curl -sS -m5 --noproxy '' -x socks5h://127.0.0.1:1080 http://127.0.0.1:%[1]d/3; echo " third=$?"`, plain.port, goFile)
 	done := make(chan string, 1)
+	out := newSignalWriter("ready\n")
 	go func() {
-		var out bytes.Buffer
-		ex.Run(context.Background(), e.spec(t, script, "127.0.0.1"), pipeline.Stdio{Stdout: &out, Stderr: &out})
+		ex.Run(context.Background(), e.spec(t, script, "127.0.0.1"), pipeline.Stdio{Stdout: out, Stderr: out})
 		done <- out.String()
 	}()
 	stop := <-stopped
-	if !waitFor(20*time.Second, func() bool { _, err := os.Stat(e.path("ready")); return err == nil }) {
+	select {
+	case <-out.seen:
+	case <-time.After(20 * time.Second):
 		t.Fatal("command never got ready")
 	}
 	if plain.hits.Load() != 1 {
 		t.Fatalf("first request: hits %d", plain.hits.Load())
 	}
 	stop()
-	os.WriteFile(e.path("go"), nil, 0o644)
-	var out string
+	os.WriteFile(goFile, nil, 0o644)
+	var got string
 	select {
-	case out = <-done:
+	case got = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not finish")
 	}
-	if plain.hits.Load() != 1 || strings.Contains(out, "second=0") || strings.Contains(out, "third=0") {
-		t.Errorf("network survived the proxy: hits %d\n%s", plain.hits.Load(), out)
+	if plain.hits.Load() != 1 || strings.Contains(got, "second=0") || strings.Contains(got, "third=0") {
+		t.Errorf("network survived the proxy: hits %d\n%s", plain.hits.Load(), got)
 	}
+}
+
+// signalWriter collects output and closes seen once it holds a marker.
+type signalWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	seen   chan struct{}
+}
+
+func newSignalWriter(marker string) *signalWriter {
+	return &signalWriter{marker: marker, seen: make(chan struct{})}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.marker)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.marker) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *signalWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

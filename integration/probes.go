@@ -73,7 +73,7 @@ type ProbeEnv struct {
 // Probes returns every probe, in the order they run.
 func Probes() []Probe {
 	return []Probe{
-		{"filesystem", "a write inside the workspace lands; a write to a denyWrite target is refused and the target stays absent", probeFilesystem},
+		{"filesystem", "a write inside the workspace lands; writes to a denyWrite target, a git hook and a shell start-up file are refused by the merge, named, and stay absent", probeFilesystem},
 		{"network", "with a strict empty allowlist a local server gets 0 hits; with its address allowed, exactly 1", probeNetwork},
 		{"hook-deny", "a PreToolUse hook that denies a Read of a marker file: the tool is not called and the marker never appears", probeHookDeny},
 		{"persistence", "shell start-up files and git hooks cannot be planted in the workspace", probePersistence},
@@ -210,9 +210,12 @@ func probeFilesystem(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	ok.check("the file holds what was written", string(data) == "probe-content\n", string(data))
 	res.Steps = append(res.Steps, ok)
 
-	denied := p.call(ctx, "Bash", map[string]string{"command": "echo evil > protected.txt"}, "--mode", "bypassPermissions", "--settings", settings)
-	denied.check("the write to the denyWrite target is an error tool_result", denied.isError(), denied.content())
-	denied.check("the target does not exist afterwards", !exists(filepath.Join(p.WS, "protected.txt")), "")
+	denied := p.call(ctx, "Bash", map[string]string{"command": "echo evil > protected.txt; mkdir -p a/.git/hooks; echo evil > a/.git/hooks/pre-commit; echo evil > .bashrc"},
+		"--mode", "bypassPermissions", "--settings", settings)
+	for _, f := range []string{"protected.txt", "a/.git/hooks/pre-commit", ".bashrc"} {
+		denied.check("the tool_result names the refused "+f, strings.Contains(denied.content(), "refused to create "+filepath.Join(p.WS, f)), denied.content())
+		denied.check(f+" does not exist afterwards", !exists(filepath.Join(p.WS, f)), "")
+	}
 	res.Steps = append(res.Steps, denied)
 }
 

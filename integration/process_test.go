@@ -155,7 +155,7 @@ func TestBackgroundProcessesDieWithCommand(t *testing.T) {
 
 func TestSignalForwarding(t *testing.T) {
 	e := newEnv(t)
-	cmd := e.startReady(nil, "run", "-c", `trap 'echo got-int > int.txt; exit 5' INT; echo ready > ready.txt; while :; do sleep 0.05; done`)
+	cmd := e.startReady(nil, "run", "-c", `trap 'echo got-int > int.txt; exit 5' INT; echo ready; while :; do sleep 0.05; done`)
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -165,7 +165,7 @@ func TestSignalForwarding(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("sbx did not exit after SIGINT")
 	}
-	assertContent(t, e.path("int.txt"), "got-int\n")
+	assertContent(t, e.path("int.txt"), "got-int\n") // merged after the trap
 	if code := cmd.ProcessState.ExitCode(); code != 5 {
 		t.Errorf("exit %d, want 5", code)
 	}
@@ -178,10 +178,10 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	e.write("file", "x")
 	before := listing(t, e.ws)
 	marker := "14.142" + strconv.Itoa(os.Getpid())
-	cmd := e.startReady(nil, "run", "--mode", "bypassPermissions", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready > ready.txt; sleep "+marker)
-	// Placeholders exist on the host while the sandbox runs.
-	if _, err := os.Lstat(e.path(".bashrc")); err != nil {
-		t.Errorf("no placeholder during the run: %v", err)
+	cmd := e.startReady(nil, "run", "--mode", "bypassPermissions", "-c", "mkdir -p sub; echo > sub/.bashrc; echo ready; sleep "+marker)
+	// Nothing of sbx's shows in the workspace while the sandbox runs.
+	if got := listing(t, e.ws); !slices.Equal(sorted(got), sorted(before)) {
+		t.Errorf("workspace during the run = %q, want %q", got, before)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -193,7 +193,11 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	os.Remove(e.path("ready.txt"))
+	// The helper outlived sbx and merged what the command wrote: sub
+	// came, its .bashrc was refused.
+	if st, err := os.Stat(e.path("sub")); err != nil || !st.IsDir() {
+		t.Errorf("sub was not merged after sbx was killed: %v", err)
+	}
 	os.Remove(e.path("sub"))
 	after := listing(t, e.ws)
 	slices.Sort(before)
@@ -207,7 +211,7 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 		t.Errorf("run directories left: %v", runs)
 	}
 	if !strings.Contains(r.stdout, "sub/.bashrc") {
-		t.Errorf("clean report does not name the quarantined file: %s", r.stdout)
+		t.Errorf("clean report does not name the refused file: %s", r.stdout)
 	}
 }
 

@@ -65,9 +65,12 @@ func TestUnprivilegedCaller(t *testing.T) {
 		return string(out), code
 	}
 	run := func(args ...string) (string, int) { return runIn("", args...) }
-	if out, code := run("run", "--mode", "bypassPermissions", "-c", `id -u; echo plain > plain.txt; echo evil > .bashrc`); code == 0 || !strings.HasPrefix(out, "65534\n") {
+	if out, code := run("run", "--mode", "bypassPermissions", "-c", `id -u; echo plain > plain.txt; echo evil > .bashrc; mkdir -p d; echo x > d/f; chmod 0311 d`); code != 0 ||
+		!strings.HasPrefix(out, "65534\n") || !strings.Contains(out, "refused to create "+filepath.Join(ws, ".bashrc")) {
 		t.Errorf("plain run as nobody: exit %d, output:\n%s", code, out)
 	}
+	os.Chmod(filepath.Join(ws, "d"), 0o755)
+	assertContent(t, filepath.Join(ws, "d/f"), "x\n")
 	assertContent(t, filepath.Join(ws, "plain.txt"), "plain\n")
 	assertAbsent(t, filepath.Join(ws, ".bashrc"))
 	out, code := run("run", "--max-disk", "1M", "-c", `echo disk > disk.txt; head -c 2097152 /dev/zero > big`)
@@ -113,9 +116,9 @@ func TestUnprivilegedCaller(t *testing.T) {
 }
 
 // A writable root the sandbox cannot even enter (root runs sbx; the
-// directory is another user's, mode 0700) no longer fails every run: the
-// read-only binds inside it are skipped, and the command still cannot
-// write there.
+// directory is another user's, mode 0700; a write-only file of another
+// user) does not fail the run: sbx cannot stage its writes, so it stays
+// read-only, with a warning; nothing reaches it.
 func TestWritableRootOfAnotherUser(t *testing.T) {
 	e := newEnv(t)
 	if os.Getuid() != 0 {
@@ -128,10 +131,21 @@ func TestWritableRootOfAnotherUser(t *testing.T) {
 	if err := os.Chown(other, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	settings := `{"sandbox":{"filesystem":{"allowWrite":["` + other + `"]}}}`
-	r := e.sh(`echo ran > ran.txt; echo x > `+other+`/planted; echo x > `+other+`/.bashrc; true`, "--settings", settings, "--mode", "bypassPermissions")
+	logf := filepath.Join(e.home, "write-only.log")
+	if err := os.WriteFile(logf, nil, 0o622); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(logf, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	settings := `{"sandbox":{"filesystem":{"allowWrite":["` + other + `", "` + logf + `"]}}}`
+	r := e.sh(`echo ran > ran.txt; echo x > `+other+`/planted; echo x > `+other+`/.bashrc; echo x >> `+logf+`; true`, "--settings", settings, "--mode", "bypassPermissions")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, logf, "")
+	if !strings.Contains(r.stderr, "writable root "+logf+" stays read-only") {
+		t.Errorf("no warning for the file sbx cannot stage: %s", r.stderr)
 	}
 	assertContent(t, e.path("ran.txt"), "ran\n")
 	if names := listing(t, other); len(names) != 0 {

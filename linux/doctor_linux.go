@@ -59,7 +59,10 @@ func (e *Executor) Doctor(ctx context.Context) *Report {
 	add(checkLandlock(e.RequireLandlock))
 	add(checkLimits())
 	if perr == nil {
-		add(checkDisk(ctx, exe))
+		tx := checkTx(ctx, exe)
+		tx.Required = true
+		add(tx)
+		add(checkBudget(ctx, exe))
 		add(e.checkSandbox(ctx, bwrap, exe))
 	}
 	return rep

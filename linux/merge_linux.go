@@ -4,37 +4,82 @@ package linux
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 )
 
-// MergeReport is what merging a run's overlay upper layers back into the
-// host's writable roots did.
+// merger applies a run's overlay upper directories (as the kernel leaves
+// them with the userxattr option: whiteouts are 0/0 character devices,
+// opaque directories carry user.overlay.opaque=y) to the host, checking
+// every change against the policy.
+//
+// It works on the run's final tree, so how an entry got there (renames of
+// ancestors, links, races inside the sandbox) does not matter. Every
+// operation, on the upper layer and on the host, is relative to a directory
+// descriptor opened without following symbolic links, so no path is ever
+// longer than one name and no link can lead the merge anywhere.
+//
+// Applied entries leave the upper layer (moved by rename when it is on the
+// host's file system, else copied and removed), so a merge interrupted at
+// any point is completed by running it again: nothing is applied twice.
+type merger struct {
+	pol *fsrules.Policy
+	// start is the coarse real time at which the run began: a host entry
+	// whose ctime is not before it changed during the run.
+	start unix.Timespec
+	// discard lists what would change and applies nothing.
+	discard bool
+	// saves are where refused and conflicting versions are put aside.
+	saves *saver
+	// tmp names the host temporaries of copies (see [merger.tempName]).
+	tmp *tempNames
+	rep MergeReport
+	// links maps an upper inode with several names to the host directory
+	// (a dup'ed descriptor) and name it was first written to.
+	links map[[2]uint64]hostName
+	// copyOnly is set once a rename from the upper layer failed with
+	// EXDEV: the rest is copied.
+	copyOnly bool
+	// afterEntry, when set, is called after each applied entry (tests).
+	afterEntry func(n int)
+	applied    int
+}
+
+type hostName struct {
+	dirFD int
+	name  string
+}
+
+// MergeReport is what merging a run's writes did.
 type MergeReport struct {
-	// Files and Bytes count the regular files written to the host.
-	Files int   `json:"files"`
-	Bytes int64 `json:"bytes"`
-	// Removed counts host entries deleted because the command deleted them.
-	Removed int `json:"removed"`
+	// Files and Bytes count regular files written to the host; Removed
+	// the entries deleted; Applied every applied change.
+	Files   int   `json:"files"`
+	Bytes   int64 `json:"bytes"`
+	Removed int   `json:"removed"`
+	Applied int   `json:"applied"`
+	// Refused are changes the policy kept from the host.
+	Refused []fsrules.Refusal `json:"refused,omitempty"`
 	// Conflicts are host paths that changed on the host during the run and
 	// that the command changed too: the host's version is kept, the
-	// command's is saved aside (Saved, empty when it was a deletion).
+	// command's is saved aside (Saved, empty for a deletion).
 	Conflicts []Conflict `json:"conflicts,omitempty"`
-	// Skipped are entries that were not merged, with the reason.
+	// Lost are changes that could be neither applied nor saved, with why.
+	Lost []string `json:"lost,omitempty"`
+	// Skipped are entries that are not merged by design (sockets), with why.
 	Skipped []string `json:"skipped,omitempty"`
-	// Errors are merges that failed; the command's version of the path is
-	// saved aside when possible (named in the message).
-	Errors []string `json:"errors,omitempty"`
+	// Would lists, for a discarded run, the changes it would have made
+	// (at most maxWould; WouldMore counts the rest).
+	Would     []string `json:"would,omitempty"`
+	WouldMore int      `json:"wouldMore,omitempty"`
 }
 
 // Conflict is a path both the command and someone on the host changed.
@@ -43,35 +88,7 @@ type Conflict struct {
 	Saved string `json:"saved,omitempty"`
 }
 
-// merger applies an overlayfs upper directory (as the kernel leaves it with
-// the userxattr option: whiteouts are 0/0 character devices, opaque
-// directories carry user.overlay.opaque=y) to a host directory.
-//
-// Every host operation is relative to a directory descriptor opened without
-// following symlinks, so a path in the upper layer can never lead the merge
-// out of the writable root through a symlink on the host.
-type merger struct {
-	// start is the coarse real time at which the run began: a host entry
-	// whose ctime is not before it changed during the run.
-	start unix.Timespec
-	// keep are host paths the merge never creates, changes or removes
-	// (denyWrite paths, protected files, placeholders).
-	keep []string
-	// The command's version of a conflicting path is saved under
-	// asideRel/<host path> below the state directory open as asideFD.
-	asideFD   int
-	asideRel  string
-	asideBase string // the state directory's path, for messages
-	rep       MergeReport
-	// links maps an upper inode with several names to the host directory
-	// (a dup'ed descriptor) and name it was first written to.
-	links map[[2]uint64]hostName
-}
-
-type hostName struct {
-	dirFD int
-	name  string
-}
+const maxWould = 1000
 
 func (m *merger) close() {
 	for _, l := range m.links {
@@ -79,23 +96,28 @@ func (m *merger) close() {
 	}
 }
 
+func (m *merger) lose(host string, err error) {
+	m.rep.Lost = append(m.rep.Lost, fmt.Sprintf("%s: %v", host, err))
+}
+
 func (m *merger) skip(host, why string) {
 	m.rep.Skipped = append(m.rep.Skipped, host+": "+why)
 }
 
-func (m *merger) fail(host string, err error) {
-	m.rep.Errors = append(m.rep.Errors, fmt.Sprintf("%s: %v", host, err))
+func (m *merger) would(c *fsrules.Change) {
+	if len(m.rep.Would) < maxWould {
+		m.rep.Would = append(m.rep.Would, c.Kind.String()+" "+c.Path)
+	} else {
+		m.rep.WouldMore++
+	}
 }
 
-// kept reports whether the merge must leave host alone: it is a kept path
-// or, when under is set, one lies below it.
-func (m *merger) kept(host string, under bool) bool {
-	for _, k := range m.keep {
-		if k == host || (under && fsrules.Within(k, host)) {
-			return true
-		}
+func (m *merger) done() {
+	m.applied++
+	m.rep.Applied++
+	if m.afterEntry != nil {
+		m.afterEntry(m.applied)
 	}
-	return false
 }
 
 // fileMode is the mode a merged file gets: the command's, without the
@@ -118,399 +140,554 @@ func (m *merger) changedDuringRun(st *unix.Stat_t) bool {
 	return c.Sec > m.start.Sec || (c.Sec == m.start.Sec && c.Nsec >= m.start.Nsec)
 }
 
-// dir merges the upper directory upper into the host directory open as
-// hostFD (whose path is host). An opaque upper directory replaced the host
-// directory's contents: host entries it does not list are removed.
-func (m *merger) dir(upper string, hostFD int, host string, opaque bool) {
-	ents, err := os.ReadDir(upper)
+// scope is where an entry lies: its writable root, its host path and the
+// innermost git directory holding it.
+type scope struct {
+	root, path, git string
+}
+
+func (s scope) child(name string) scope {
+	return scope{root: s.root, path: s.path + "/" + name, git: s.git}
+}
+
+func (s scope) change(kind fsrules.ChangeKind, dir bool) *fsrules.Change {
+	return &fsrules.Change{Path: s.path, Root: s.root, Kind: kind, Dir: dir, NonDir: !dir, Git: s.git}
+}
+
+// mergeRoot merges the upper directory open as up into the host directory
+// open as host (the writable root at path).
+func (m *merger) mergeRoot(up, host int, path string) {
+	s := scope{root: path, path: path}
+	if isGitDirAt(up, host, ".") {
+		s.git = path
+	}
+	m.dir(up, host, s, false)
+}
+
+// dir merges one upper directory into its host directory (host is -1 when
+// the host has no such directory: only in a discarded run). An opaque upper
+// directory replaced the host directory's contents: host entries it does
+// not list are removed first, then the mark is cleared, so that a merge run
+// again after an interruption does not remove what it already moved in.
+func (m *merger) dir(up, host int, s scope, opaque bool) {
+	names, err := readNames(up)
 	if err != nil {
-		m.fail(host, err)
+		m.lose(s.path, err)
 		return
 	}
-	if opaque {
-		names, err := readNames(hostFD)
+	if opaque && host >= 0 {
+		hostNames, err := readNames(host)
 		if err != nil {
-			m.fail(host, err)
+			m.lose(s.path, err)
 			return
 		}
-		inUpper := make(map[string]bool, len(ents))
-		for _, e := range ents {
-			inUpper[e.Name()] = true
-		}
+		inUpper := make(map[string]bool, len(names))
 		for _, n := range names {
+			inUpper[n] = true
+		}
+		for _, n := range hostNames {
 			if !inUpper[n] {
-				m.remove(hostFD, n, filepath.Join(host, n))
+				m.remove(host, n, s.child(n))
 			}
+		}
+		if !m.discard {
+			_ = unix.Fremovexattr(up, "user.overlay.opaque")
 		}
 	}
-	for _, e := range ents {
-		name := e.Name()
-		up, h := filepath.Join(upper, name), filepath.Join(host, name)
-		var st unix.Stat_t
-		if err := unix.Lstat(up, &st); err != nil {
-			m.fail(h, err)
-			continue
-		}
-		// A whiteout removes a whole tree: no kept path may lie below. A
-		// directory is merged entry by entry, so only its own path counts.
-		isWhiteout := st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
-		if m.kept(h, isWhiteout) {
-			m.skip(h, "a read-only path of the policy is not merged")
-			continue
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFCHR:
-			if !isWhiteout {
-				m.skip(h, "device files are not merged")
-				continue
-			}
-			m.remove(hostFD, name, h)
-		case unix.S_IFDIR:
-			m.subdir(up, &st, hostFD, name, h)
-		case unix.S_IFREG:
-			m.file(up, &st, hostFD, name, h)
-		case unix.S_IFLNK:
-			m.symlink(up, hostFD, name, h)
-		case unix.S_IFIFO:
-			if m.replaceable(hostFD, name, h) {
-				if err := unix.Mkfifoat(hostFD, name, fileMode(&st)); err != nil && !errors.Is(err, unix.EEXIST) {
-					m.fail(h, err)
-				}
-			}
-		default:
-			m.skip(h, "sockets are not merged")
-		}
+	for _, name := range names {
+		m.entry(up, host, name, s.child(name))
 	}
 }
 
-func (m *merger) subdir(up string, st *unix.Stat_t, hostFD int, name, h string) {
+func (m *merger) entry(up, host int, name string, s scope) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(up, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		m.lose(s.path, err)
+		return
+	}
+	var hst unix.Stat_t
+	var hostErr error = unix.ENOENT
+	if host >= 0 {
+		hostErr = unix.Fstatat(host, name, &hst, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if hostErr != nil && !errors.Is(hostErr, unix.ENOENT) {
+		m.lose(s.path, hostErr)
+		return
+	}
+	var hp *unix.Stat_t
+	if hostErr == nil {
+		hp = &hst
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		if st.Rdev != 0 {
+			m.skip(s.path, "device files are not merged")
+			return
+		}
+		if hp != nil {
+			m.remove(host, name, s)
+		}
+		if !m.discard {
+			_ = unix.Unlinkat(up, name, 0)
+		}
+	case unix.S_IFDIR:
+		m.subdir(up, host, name, &st, hp, s)
+	case unix.S_IFREG, unix.S_IFLNK, unix.S_IFIFO:
+		m.leaf(up, host, name, &st, hp, s)
+	default:
+		m.skip(s.path, "sockets are not merged")
+	}
+}
+
+// subdir merges an upper directory: a new one is checked as a whole (a
+// refused new directory is saved aside in one piece), an existing one is
+// merged entry by entry.
+func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope) {
+	sub, err := openDirAt(up, name)
+	if err != nil {
+		m.lose(s.path, err)
+		return
+	}
+	defer unix.Close(sub)
 	opaque := false
-	if v, err := getxattr(up, "user.overlay.opaque"); err == nil && v == "y" {
+	var buf [8]byte
+	if n, err := unix.Fgetxattr(sub, "user.overlay.opaque", buf[:]); err == nil && string(buf[:n]) == "y" {
 		opaque = true
 	}
-	var hst unix.Stat_t
-	err := unix.Fstatat(hostFD, name, &hst, unix.AT_SYMLINK_NOFOLLOW)
-	if err == nil && hst.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if !m.remove(hostFD, name, h) {
-			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: h})
+	if name == ".git" || isGitDirAt(up, host, name) {
+		s.git = s.path
+	}
+	hostIsDir := hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR
+	if !hostIsDir {
+		c := s.change(fsrules.Create, true)
+		if r := m.pol.Check(c); r != nil {
+			m.refuse(r, up, name)
 			return
 		}
-		err = unix.ENOENT
-	}
-	if errors.Is(err, unix.ENOENT) {
-		if err := unix.Mkdirat(hostFD, name, st.Mode&0o7777); err != nil {
-			m.fail(h, err)
+		if hst != nil && !m.remove(host, name, s) {
+			m.conflict(s.path, up, name)
 			return
 		}
-	} else if err != nil {
-		m.fail(h, err)
+		if m.discard {
+			m.would(c)
+			m.dir(sub, -1, s, false)
+			return
+		}
+		if err := unix.Mkdirat(host, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			m.lose(s.path, err)
+			return
+		}
+		m.done()
+	}
+	hsub := -1
+	if host >= 0 {
+		if hsub, err = openDirAt(host, name); err != nil {
+			m.lose(s.path, err)
+			return
+		}
+		defer unix.Close(hsub)
+	}
+	m.dir(sub, hsub, s, opaque)
+	if m.discard || hsub < 0 {
 		return
 	}
-	fd, err := unix.Openat(hostFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		m.fail(h, err)
-		return
-	}
-	defer unix.Close(fd)
-	m.dir(up, fd, h, opaque)
-	if hst.Mode&0o7777 != st.Mode&0o7777 {
-		if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
-			m.fail(h, err)
+	var now unix.Stat_t
+	if unix.Fstat(hsub, &now) == nil && now.Mode&0o7777 != st.Mode&0o7777 {
+		if r := m.pol.Check(s.change(fsrules.Modify, true)); r != nil && hostIsDir {
+			m.refuse(r, -1, "")
+		} else if err := unix.Fchmod(hsub, st.Mode&0o1777); err != nil {
+			m.lose(s.path, err)
 		}
 	}
+	_ = unix.Unlinkat(up, name, unix.AT_REMOVEDIR) // consumed unless something stayed
 }
 
-// replaceable clears the way for a new host entry at name: an
-// absent entry is fine; an existing one changed on the host during the run
-// is kept (a conflict); otherwise it is removed.
-func (m *merger) replaceable(hostFD int, name, h string) bool {
-	var hst unix.Stat_t
-	if err := unix.Fstatat(hostFD, name, &hst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return true
+// leaf merges a regular file, symbolic link or fifo.
+func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) {
+	kind := fsrules.Create
+	if hst != nil {
+		kind = fsrules.Modify
+		if same, err := m.sameEntry(up, host, name, st, hst); err != nil {
+			m.lose(s.path, err)
+			return
+		} else if same {
+			m.sameContent(up, host, name, st, hst, s)
+			return
 		}
-		m.fail(h, err)
-		return false
 	}
-	if m.changedDuringRun(&hst) && hst.Mode&unix.S_IFMT != unix.S_IFDIR {
-		m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: h})
-		return false
+	c := s.change(kind, false)
+	if name == "config" && s.git != "" && s.path == s.git+"/config" {
+		c.OldConfig, c.NewConfig = readSmall(host, name), readSmall(up, name)
 	}
-	return m.remove(hostFD, name, h)
+	if r := m.pol.Check(c); r != nil {
+		m.refuse(r, up, name)
+		return
+	}
+	if hst != nil && (m.changedDuringRun(hst) || hst.Mode&unix.S_IFMT == unix.S_IFDIR) {
+		if hst.Mode&unix.S_IFMT != unix.S_IFDIR || !m.remove(host, name, s) {
+			m.conflict(s.path, up, name)
+			return
+		}
+	}
+	if m.discard {
+		m.would(c)
+		return
+	}
+	if err := m.place(up, host, name, st, s.path); err != nil {
+		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
+			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path + " (" + err.Error() + ")", Saved: saved})
+		} else {
+			m.lose(s.path, err)
+		}
+		return
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		m.rep.Files++
+		m.rep.Bytes += st.Size
+	}
+	m.done()
 }
 
-func (m *merger) symlink(up string, hostFD int, name, h string) {
-	target, err := os.Readlink(up)
-	if err != nil {
-		m.fail(h, err)
-		return
+// sameEntry reports whether the host entry already is what the upper one
+// holds: the same type and content (a file opened for writing but not
+// changed, a merge run again after an interruption).
+func (m *merger) sameEntry(up, host int, name string, st, hst *unix.Stat_t) (bool, error) {
+	if st.Mode&unix.S_IFMT != hst.Mode&unix.S_IFMT {
+		return false, nil
 	}
-	if cur, err := readlinkat(hostFD, name); err == nil && cur == target {
-		return
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return st.Size == hst.Size && equalFiles(up, name, host, name), nil
+	case unix.S_IFLNK:
+		a, err := readlinkat(up, name)
+		if err != nil {
+			return false, err
+		}
+		b, err := readlinkat(host, name)
+		return err == nil && a == b, nil
 	}
-	if !m.replaceable(hostFD, name, h) {
-		return
+	return true, nil
+}
+
+// sameContent handles an entry whose content the host already has: only
+// its mode and times may differ.
+func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s scope) {
+	modeDiff := st.Mode&unix.S_IFMT != unix.S_IFLNK && fileMode(st) != hst.Mode&0o7777
+	timeDiff := st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mtim != hst.Mtim
+	if modeDiff || timeDiff {
+		c := s.change(fsrules.Modify, false)
+		if r := m.pol.Check(c); r != nil {
+			m.refuse(r, -1, "")
+			return
+		}
+		if m.discard {
+			m.would(c)
+			return
+		}
+		var err error
+		if modeDiff {
+			err = unix.Fchmodat(host, name, fileMode(st), 0)
+		}
+		if err == nil && timeDiff {
+			err = unix.UtimesNanoAt(host, name, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			m.lose(s.path, err)
+			return
+		}
+		m.done()
 	}
-	if err := unix.Symlinkat(target, hostFD, name); err != nil {
-		m.fail(h, err)
+	m.remember(st, host, name)
+	if !m.discard {
+		_ = unix.Unlinkat(up, name, 0)
 	}
 }
 
-func (m *merger) file(up string, st *unix.Stat_t, hostFD int, name, h string) {
+// place puts the upper entry at name in the host directory, replacing what
+// is there in one step: a rename from the upper layer when it is on the
+// same file system, else a complete copy renamed into place.
+func (m *merger) place(up, host int, name string, st *unix.Stat_t, path string) error {
+	dir := filepath.Dir(path)
+	// An inode seen before under another name (its link count may have
+	// dropped since: a copied name leaves the upper layer).
 	key := [2]uint64{st.Dev, st.Ino}
-	if st.Nlink > 1 {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		if prev, ok := m.links[key]; ok {
-			if m.replaceable(hostFD, name, h) {
-				if err := unix.Linkat(prev.dirFD, prev.name, hostFD, name, 0); err != nil {
-					m.fail(h, err)
-				}
+			err := m.viaTemp(host, name, dir, func(tmp string) error {
+				return unix.Linkat(prev.dirFD, prev.name, host, tmp, 0)
+			})
+			if err == nil {
+				_ = unix.Unlinkat(up, name, 0)
 			}
-			return
+			return err
 		}
 	}
-	var hst unix.Stat_t
-	err := unix.Fstatat(hostFD, name, &hst, unix.AT_SYMLINK_NOFOLLOW)
-	exists := err == nil
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		m.fail(h, err)
-		return
-	}
-	if exists {
-		if m.changedDuringRun(&hst) {
-			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: h, Saved: m.saveAside(up, h, st)})
-			return
-		}
-		if hst.Mode&unix.S_IFMT == unix.S_IFREG && hst.Size == st.Size && hst.Mtim == st.Mtim && sameContent(up, hostFD, name) {
-			// Opened for writing (copied up) but not changed.
-			if hst.Mode&0o7777 != st.Mode&0o7777 {
-				if err := unix.Fchmodat(hostFD, name, fileMode(st), 0); err != nil {
-					m.fail(h, err)
-				}
-			}
-			m.remember(key, st, hostFD, name)
-			return
-		}
-		if hst.Mode&unix.S_IFMT == unix.S_IFDIR && !m.remove(hostFD, name, h) {
-			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: h, Saved: m.saveAside(up, h, st)})
-			return
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && fileMode(st) != st.Mode&0o7777 {
+		if err := unix.Fchmodat(up, name, fileMode(st), 0); err != nil {
+			return err
 		}
 	}
-	if err := m.write(up, st, hostFD, name); err != nil {
-		if saved := m.saveAside(up, h, st); saved != "" {
-			err = fmt.Errorf("%w (the command's version is saved at %s)", err, saved)
+	if !m.copyOnly {
+		err := unix.Renameat(up, name, host, name)
+		if err == nil {
+			m.remember(st, host, name)
+			return nil
 		}
-		m.fail(h, err)
-		return
+		if !errors.Is(err, unix.EXDEV) {
+			return err
+		}
+		m.copyOnly = true
 	}
-	m.rep.Files++
-	m.rep.Bytes += st.Size
-	m.remember(key, st, hostFD, name)
-}
-
-// fileInPlace writes the budget's copy of a writable file root back into
-// the host file itself (same inode), when the command changed it.
-func (m *merger) fileInPlace(up string, st *unix.Stat_t, dirFD int, name, h string) {
-	var hst unix.Stat_t
-	if err := unix.Fstatat(dirFD, name, &hst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		m.fail(h, err)
-		return
-	}
-	if hst.Size == st.Size && hst.Mtim == st.Mtim && hst.Mode&0o7777 == st.Mode&0o7777 && sameContent(up, dirFD, name) {
-		return
-	}
-	if m.changedDuringRun(&hst) || hst.Mode&unix.S_IFMT != unix.S_IFREG {
-		m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: h, Saved: m.saveAside(up, h, st)})
-		return
-	}
-	src, err := os.Open(up)
-	if err != nil {
-		m.fail(h, err)
-		return
-	}
-	defer src.Close()
-	fd, err := unix.Openat(dirFD, name, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		m.fail(h, err)
-		return
-	}
-	dst := os.NewFile(uintptr(fd), h)
-	_, err = io.Copy(dst, src)
-	if err == nil {
-		err = unix.Fchmod(fd, fileMode(st))
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
+	var err error
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		err = m.copyFile(up, host, name, st, dir)
+	case unix.S_IFLNK:
+		target, rerr := readlinkat(up, name)
+		if rerr != nil {
+			return rerr
+		}
+		err = m.viaTemp(host, name, dir, func(tmp string) error { return unix.Symlinkat(target, host, tmp) })
+	case unix.S_IFIFO:
+		err = m.viaTemp(host, name, dir, func(tmp string) error { return unix.Mkfifoat(host, tmp, fileMode(st)) })
 	}
 	if err == nil {
-		err = unix.UtimesNanoAt(dirFD, name, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
+		m.remember(st, host, name)
+		_ = unix.Unlinkat(up, name, 0)
 	}
-	if err != nil {
-		m.fail(h, err)
-		return
-	}
-	m.rep.Files++
-	m.rep.Bytes += st.Size
+	return err
 }
 
-func (m *merger) remember(key [2]uint64, st *unix.Stat_t, hostFD int, name string) {
-	if st.Nlink < 2 {
+// copyFile copies the upper file into an anonymous file in the host
+// directory, with its mode and times, links it under a journaled temporary
+// name and renames that over name: the host never sees a partial file.
+func (m *merger) copyFile(up, host int, name string, st *unix.Stat_t, dir string) error {
+	src, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	in := os.NewFile(uintptr(src), name)
+	defer in.Close()
+	fd, err := unix.Openat(host, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	out := os.NewFile(uintptr(fd), name)
+	defer out.Close()
+	if _, err := io.Copy(out, in); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, fileMode(st)); err != nil {
+		return err
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), []unix.Timespec{st.Atim, st.Mtim}, 0); err != nil {
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		return err
+	}
+	return m.viaTemp(host, name, dir, func(tmp string) error {
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), host, tmp, unix.AT_SYMLINK_FOLLOW)
+	})
+}
+
+// viaTemp makes an entry under a journaled temporary name with mk, then
+// renames it over name (dir is the host directory's path, for the journal).
+func (m *merger) viaTemp(host int, name, dir string, mk func(tmp string) error) error {
+	tmp, err := m.tmp.next(dir)
+	if err != nil {
+		return err
+	}
+	if err := mk(tmp); err != nil {
+		return err
+	}
+	if err := unix.Renameat(host, tmp, host, name); err != nil {
+		_ = unix.Unlinkat(host, tmp, 0)
+		return err
+	}
+	return nil
+}
+
+func (m *merger) remember(st *unix.Stat_t, host int, name string) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
 		return
 	}
-	fd, err := unix.Dup(hostFD)
+	fd, err := unix.Dup(host)
 	if err != nil {
 		return
 	}
 	if m.links == nil {
 		m.links = map[[2]uint64]hostName{}
 	}
-	m.links[key] = hostName{fd, name}
+	m.links[[2]uint64{st.Dev, st.Ino}] = hostName{fd, name}
 }
 
-// write copies the upper file to a new file beside the host entry and
-// renames it over, so the host never sees a half-written file.
-func (m *merger) write(up string, st *unix.Stat_t, hostFD int, name string) error {
-	src, err := os.Open(up)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := ".sbx-merge-" + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(hostFD, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	dst := os.NewFile(uintptr(fd), tmp)
-	_, err = io.Copy(dst, src)
-	if err == nil {
-		err = unix.Fchmod(fd, fileMode(st))
-	}
-	if err == nil {
-		err = unix.UtimesNanoAt(hostFD, tmp, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(hostFD, tmp, hostFD, name)
-	}
-	if err != nil {
-		unix.Unlinkat(hostFD, tmp, 0)
-	}
-	return err
-}
-
-// remove deletes name from the host directory, recursively. Entries changed
-// on the host during the run are kept (and so are the directories holding
-// them), as are kept paths; it reports whether everything went.
-func (m *merger) remove(dirFD int, name, h string) bool {
-	if m.kept(h, true) {
-		m.skip(h, "a read-only path of the policy is not removed")
-		return false
-	}
+// remove deletes name from the host directory, recursively, as the command
+// did. A tree holding anything the policy keeps is kept whole (a git
+// directory loses neither its hooks nor, for lack of them, its objects);
+// an entry changed on the host during the run is kept too (a conflict),
+// with the directories holding it. It reports whether everything went.
+func (m *merger) remove(dirFD int, name string, s scope) bool {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return true
 		}
-		m.fail(h, err)
+		m.lose(s.path, err)
 		return false
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if m.changedDuringRun(&st) {
-			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: h})
+	if r := m.deletable(dirFD, name, s, &st); r != nil {
+		if r.Path != s.path {
+			r.Why = "it holds " + r.Path + ": " + r.Why
+			r.Path = s.path
+		}
+		m.refuse(r, -1, "")
+		return false
+	}
+	return m.removeTree(dirFD, name, s, &st)
+}
+
+// deletable checks the deletion of a host entry and everything below it,
+// and returns the first refusal.
+func (m *merger) deletable(dirFD int, name string, s scope, st *unix.Stat_t) *fsrules.Refusal {
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if isDir && (name == ".git" || isGitDirAt(-1, dirFD, name)) {
+		s.git = s.path
+	}
+	if r := m.pol.Check(s.change(fsrules.Delete, isDir)); r != nil || !isDir {
+		return r
+	}
+	fd, err := openDirAt(dirFD, name)
+	if err != nil {
+		return &fsrules.Refusal{Path: s.path, Kind: "delete", Rule: "error", Why: err.Error()}
+	}
+	defer unix.Close(fd)
+	names, err := readNames(fd)
+	if err != nil {
+		return &fsrules.Refusal{Path: s.path, Kind: "delete", Rule: "error", Why: err.Error()}
+	}
+	for _, n := range names {
+		var cst unix.Stat_t
+		if err := unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
+		}
+		if r := m.deletable(fd, n, s.child(n), &cst); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// removeTree deletes a host entry the policy lets go, keeping what changed
+// on the host during the run.
+func (m *merger) removeTree(dirFD int, name string, s scope, st *unix.Stat_t) bool {
+	c := s.change(fsrules.Delete, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+	if !c.Dir {
+		if m.changedDuringRun(st) {
+			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path})
 			return false
 		}
+		if m.discard {
+			m.would(c)
+			return true
+		}
 		if err := unix.Unlinkat(dirFD, name, 0); err != nil {
-			m.fail(h, err)
+			m.lose(s.path, err)
 			return false
 		}
 		m.rep.Removed++
+		m.done()
 		return true
 	}
-	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openDirAt(dirFD, name)
 	if err != nil {
-		m.fail(h, err)
+		m.lose(s.path, err)
 		return false
 	}
 	names, err := readNames(fd)
 	all := err == nil
 	if err != nil {
-		m.fail(h, err)
+		m.lose(s.path, err)
 	}
 	for _, n := range names {
-		all = m.remove(fd, n, filepath.Join(h, n)) && all
+		var cst unix.Stat_t
+		if err := unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				m.lose(s.path+"/"+n, err)
+				all = false
+			}
+			continue
+		}
+		all = m.removeTree(fd, n, s.child(n), &cst) && all
 	}
 	unix.Close(fd)
 	if !all {
 		return false
 	}
+	if m.discard {
+		m.would(c)
+		return true
+	}
 	if err := unix.Unlinkat(dirFD, name, unix.AT_REMOVEDIR); err != nil {
-		m.fail(h, err)
+		m.lose(s.path, err)
 		return false
 	}
 	m.rep.Removed++
+	m.done()
 	return true
 }
 
-// saveAside copies the command's version of the regular file up, meant
-// for host path h, to <aside>/<h> and returns that path; "" when it could
-// not.
-func (m *merger) saveAside(up, h string, st *unix.Stat_t) string {
-	if m.asideFD <= 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return ""
+// refuse records a refused change and saves the command's version of it
+// (the upper entry name in up; up < 0 when there is none) to the
+// quarantine.
+func (m *merger) refuse(r *fsrules.Refusal, up int, name string) {
+	if up >= 0 && !m.discard {
+		r.Saved = m.saves.save(m, "quarantine", r.Path, up, name)
+		if r.Saved == "" {
+			m.lose(r.Path, errors.New("refused by the policy, and it could not be saved to the quarantine"))
+		}
 	}
-	rel := filepath.Join(m.asideRel, strings.TrimPrefix(h, "/"))
-	dirFD, err := mkdirAllAt(m.asideFD, filepath.Dir(rel))
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(dirFD)
-	src, err := os.Open(up)
-	if err != nil {
-		return ""
-	}
-	defer src.Close()
-	fd, err := unix.Openat(dirFD, filepath.Base(rel), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return ""
-	}
-	dst := os.NewFile(uintptr(fd), rel)
-	_, err = io.Copy(dst, src)
-	if cerr := dst.Close(); err != nil || cerr != nil {
-		return ""
-	}
-	return filepath.Join(m.asideBase, rel)
+	m.rep.Refused = append(m.rep.Refused, *r)
 }
 
-// mkdirAllAt creates the directories of rel below dirFD, never following a
-// symlink, and returns the last one open.
-func mkdirAllAt(dirFD int, rel string) (int, error) {
-	fd, err := unix.Dup(dirFD)
-	if err != nil {
-		return -1, err
+// conflict keeps the host's version of path and saves the command's.
+func (m *merger) conflict(path string, up int, name string) {
+	c := Conflict{Path: path}
+	if !m.discard {
+		if c.Saved = m.saves.save(m, "conflicts", path, up, name); c.Saved == "" {
+			m.lose(path, errors.New("changed on the host during the run, and the command's version could not be saved"))
+			return
+		}
 	}
-	for _, c := range strings.Split(filepath.Clean(rel), "/") {
-		if c == "" || c == "." {
-			continue
-		}
-		if err := unix.Mkdirat(fd, c, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			unix.Close(fd)
-			return -1, err
-		}
-		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return -1, err
-		}
-		fd = next
-	}
-	return fd, nil
+	m.rep.Conflicts = append(m.rep.Conflicts, c)
 }
 
-// readNames lists a directory open as fd (without moving fd's offset for
-// anyone else: it reads through a fresh descriptor).
+// isGitDirAt reports whether name in the directory up (the upper layer, or
+// -1) or host (or -1) is a git directory: HEAD is a file and objects/ a
+// directory, or commondir a file (a linked worktree's).
+func isGitDirAt(up, host int, name string) bool {
+	has := func(entry string, mode uint32) bool {
+		for _, d := range []int{up, host} {
+			if d < 0 {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(d, filepath.Join(name, entry), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+				return st.Mode&unix.S_IFMT == mode
+			}
+		}
+		return false
+	}
+	return has("HEAD", unix.S_IFREG) && (has("objects", unix.S_IFDIR) || has("commondir", unix.S_IFREG))
+}
+
+// openDirAt opens a directory below dirFD without following a link.
+func openDirAt(dirFD int, name string) (int, error) {
+	return unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// readNames lists a directory open as fd (through a fresh descriptor, so
+// fd's offset is left alone).
 func readNames(fd int) ([]string, error) {
 	nfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -530,27 +707,48 @@ func readlinkat(dirFD int, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-func getxattr(path, attr string) (string, error) {
-	buf := make([]byte, 64)
-	n, err := unix.Lgetxattr(path, attr, buf)
-	if err != nil {
-		return "", err
+// readSmall reads a small regular file below dirFD; nil if there is none
+// (or it is not a regular file).
+func readSmall(dirFD int, name string) []byte {
+	if dirFD < 0 {
+		return nil
 	}
-	return string(buf[:n]), nil
+	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 2<<20))
+	if err != nil {
+		return nil
+	}
+	return data
 }
 
-// sameContent compares an upper file with a host file byte for byte.
-func sameContent(up string, hostFD int, name string) bool {
-	a, err := os.Open(up)
-	if err != nil {
+// equalFiles compares two regular files byte for byte.
+func equalFiles(dirA int, name string, dirB int, nameB string) bool {
+	open := func(d int, n string) *os.File {
+		fd, err := unix.Openat(d, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return nil
+		}
+		return os.NewFile(uintptr(fd), n)
+	}
+	a, b := open(dirA, name), open(dirB, nameB)
+	if a == nil || b == nil {
+		if a != nil {
+			a.Close()
+		}
+		if b != nil {
+			b.Close()
+		}
 		return false
 	}
 	defer a.Close()
-	fd, err := unix.Openat(hostFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	b := os.NewFile(uintptr(fd), name)
 	defer b.Close()
 	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
 	for {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
 )
 
 // upperTree builds an upper layer the way overlayfs leaves one.
@@ -62,30 +64,71 @@ func content(p string) string {
 	return string(b)
 }
 
-// TestMergeHostileUpper feeds the merge an upper layer a command could
-// have shaped at will, and checks it never writes outside the host
-// directory, never touches a kept path, and keeps what changed on the
-// host during the run.
-func TestMergeHostileUpper(t *testing.T) {
+// mergeEnv is a host directory, an upper layer, an outside directory and
+// a state directory for one merge.
+type mergeEnv struct {
+	t                           *testing.T
+	host, upper, outside, state string
+}
+
+func newMergeEnv(t *testing.T) *mergeEnv {
 	root := t.TempDir()
-	host, upper, outside, state := filepath.Join(root, "host"), filepath.Join(root, "upper"), filepath.Join(root, "outside"), filepath.Join(root, "state")
-	for _, d := range []string{host, upper, outside, state} {
+	e := &mergeEnv{t, filepath.Join(root, "host"), filepath.Join(root, "upper"), filepath.Join(root, "outside"), filepath.Join(root, "state")}
+	for _, d := range []string{e.host, e.upper, e.outside, e.state} {
 		os.Mkdir(d, 0o755)
 	}
+	return e
+}
+
+// merge runs a merger over the whole upper layer.
+func (e *mergeEnv) merge(pol *fsrules.Policy, start unix.Timespec, tweak func(*merger)) *MergeReport {
+	e.t.Helper()
+	open := func(p string) int {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return fd
+	}
+	hostFD, upFD, stateFD := open(e.host), open(e.upper), open(e.state)
+	defer unix.Close(hostFD)
+	defer unix.Close(upFD)
+	defer unix.Close(stateFD)
+	if pol.Workspace == "" {
+		pol.Workspace = e.host
+	}
+	m := &merger{pol: pol, start: start, saves: &saver{stateFD: stateFD, stateDir: e.state, runID: "run"},
+		tmp: &tempNames{prefix: tempPrefix + "run-"}}
+	if tweak != nil {
+		tweak(m)
+	}
+	defer m.close()
+	m.mergeRoot(upFD, hostFD, e.host)
+	return &m.rep
+}
+
+// TestMergeHostileUpper feeds the merge an upper layer a command could
+// have shaped at will, and checks it never writes outside the host
+// directory, never changes what the policy keeps, and keeps what changed on
+// the host during the run.
+func TestMergeHostileUpper(t *testing.T) {
+	e := newMergeEnv(t)
+	host, upper, outside, state := e.host, e.upper, e.outside, e.state
 	write(t, filepath.Join(outside, "secret"), "outside\n")
 	write(t, filepath.Join(host, ".bashrc"), "protected\n")
 	write(t, filepath.Join(host, "locked/f"), "locked\n")
-	write(t, filepath.Join(host, "git/config"), "config\n")
+	write(t, filepath.Join(host, "repo/HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(host, "repo/config"), "[core]\n\tbare = true\n")
+	os.MkdirAll(filepath.Join(host, "repo/objects"), 0o755)
 	write(t, filepath.Join(host, "olddir/keep"), "old\n")
 	write(t, filepath.Join(host, "racy.txt"), "before\n")
 	write(t, filepath.Join(host, "racydel.txt"), "before\n")
 	write(t, filepath.Join(host, "deltree/a"), "a\n")
 	write(t, filepath.Join(host, "deltree/racy"), "before\n")
-	if err := os.Symlink(outside, filepath.Join(host, "link")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(host, "link2")); err != nil {
-		t.Fatal(err)
+	for _, l := range []string{"link", "link2"} {
+		if err := os.Symlink(outside, filepath.Join(host, l)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Coarse clocks tick every few ms: leave a gap before the run starts.
 	time.Sleep(20 * time.Millisecond)
@@ -97,9 +140,10 @@ func TestMergeHostileUpper(t *testing.T) {
 	write(t, filepath.Join(host, "deltree/racy"), "host\n")
 
 	u := upperTree{t, upper}
-	u.file(".bashrc", "evil\n")             // a kept path
-	u.whiteout("locked")                    // a kept directory
-	u.file("link/secret", "through link\n") // a plain (non-opaque) dir over a symlink
+	u.file(".bashrc", "evil\n")                // protected
+	u.file("deep/er/.vscode/tasks.json", "{}") // protected, nested and new
+	u.whiteout("locked")                       // holds a denyWrite path
+	u.file("link/secret", "through link\n")    // a plain (non-opaque) dir over a symlink
 	u.opaqueDir("link2")
 	u.file("link2/secret", "through link2\n")
 	u.opaqueDir("olddir")
@@ -108,26 +152,25 @@ func TestMergeHostileUpper(t *testing.T) {
 	u.whiteout("racydel.txt")
 	u.whiteout("deltree")
 	u.file("fresh/deep/f", "fresh\n")
-	u.file("git/index", "new index\n") // a directory holding a kept path
+	u.file("repo/index", "new index\n")                                  // git's data
+	u.file("repo/config", "[core]\n\tbare = true\n\tfsmonitor = evil\n") // a key that runs code
+	u.file("repo/hooks/pre-commit", "evil\n")
+	u.file("sub/.git", "gitdir: /etc\n") // a pointer appearing
+	u.file("newbare/HEAD", "ref: refs/heads/main\n")
+	u.file("newbare/objects/info/packs", "")
+	u.file("newbare/hooks/post-receive", "evil\n") // a new repository's hook
+	if err := os.Symlink("/etc", filepath.Join(upper, "sub2/.git")); err != nil {
+		os.Mkdir(filepath.Join(upper, "sub2"), 0o755)
+		if err := os.Symlink("/etc", filepath.Join(upper, "sub2/.git")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	u.file("suid", "#!/bin/sh\n")
 	if err := unix.Chmod(filepath.Join(upper, "suid"), 0o6755); err != nil {
 		t.Fatal(err)
 	}
-
-	hostFD, err := unix.Open(host, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(hostFD)
-	stateFD, err := unix.Open(state, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(stateFD)
-	m := &merger{start: start, keep: []string{filepath.Join(host, ".bashrc"), filepath.Join(host, "locked/f"), filepath.Join(host, "git/config")},
-		asideFD: stateFD, asideRel: "conflicts/run", asideBase: state}
-	defer m.close()
-	m.dir(upper, hostFD, host, false)
+	pol := &fsrules.Policy{DenyWrite: []fsrules.Path{{Path: filepath.Join(host, "locked/f"), Exists: true}}}
+	rep := e.merge(pol, start, nil)
 
 	checks := []struct{ path, want string }{
 		{filepath.Join(outside, "secret"), "outside\n"},
@@ -140,18 +183,21 @@ func TestMergeHostileUpper(t *testing.T) {
 		{filepath.Join(host, "racydel.txt"), "host\n"},
 		{filepath.Join(host, "deltree/racy"), "host\n"},
 		{filepath.Join(host, "fresh/deep/f"), "fresh\n"},
-		{filepath.Join(host, "git/index"), "new index\n"},
-		{filepath.Join(host, "git/config"), "config\n"},
+		{filepath.Join(host, "repo/index"), "new index\n"},
+		{filepath.Join(host, "repo/config"), "[core]\n\tbare = true\n"},
 		{filepath.Join(state, "conflicts/run", host, "racy.txt"), "sandbox\n"},
+		{filepath.Join(state, "quarantine/run", host, ".bashrc"), "evil\n"},
+		{filepath.Join(state, "quarantine/run", host, "repo/hooks/pre-commit"), "evil\n"},
+		{filepath.Join(state, "quarantine/run", host, "deep/er/.vscode/tasks.json"), "{}"},
 	}
 	for _, c := range checks {
 		if got := content(c.path); got != c.want {
 			t.Errorf("%s: %q, want %q", c.path, got, c.want)
 		}
 	}
-	for _, gone := range []string{"olddir/keep", "deltree/a"} {
+	for _, gone := range []string{"olddir/keep", "deltree/a", "repo/hooks/pre-commit", "deep/er/.vscode", "sub/.git", "sub2/.git", "newbare/hooks/post-receive"} {
 		if _, err := os.Lstat(filepath.Join(host, gone)); !os.IsNotExist(err) {
-			t.Errorf("%s should be gone: %v", gone, err)
+			t.Errorf("%s should be absent: %v", gone, err)
 		}
 	}
 	var sst unix.Stat_t
@@ -162,17 +208,244 @@ func TestMergeHostileUpper(t *testing.T) {
 		t.Errorf("link should be a real directory now: %v %v", st, err)
 	}
 	var conflicts []string
-	for _, c := range m.rep.Conflicts {
+	for _, c := range rep.Conflicts {
 		conflicts = append(conflicts, strings.TrimPrefix(c.Path, host+"/"))
 	}
 	slices.Sort(conflicts)
 	if want := []string{"deltree/racy", "racy.txt", "racydel.txt"}; !slices.Equal(conflicts, want) {
 		t.Errorf("conflicts %q, want %q", conflicts, want)
 	}
-	if len(m.rep.Skipped) != 2 {
-		t.Errorf("skipped %q, want the two kept paths", m.rep.Skipped)
+	var refused []string
+	for _, r := range rep.Refused {
+		refused = append(refused, strings.TrimPrefix(r.Path, host+"/")+" "+r.Rule)
 	}
-	if len(m.rep.Errors) > 0 {
-		t.Errorf("errors: %q", m.rep.Errors)
+	slices.Sort(refused)
+	want := []string{".bashrc protected", "deep/er/.vscode protected", "locked denyWrite",
+		"newbare/hooks/post-receive git", "repo/config git", "repo/hooks/pre-commit git", "sub/.git git", "sub2/.git git"}
+	if !slices.Equal(refused, want) {
+		t.Errorf("refused %q, want %q", refused, want)
 	}
+	if len(rep.Lost) > 0 {
+		t.Errorf("lost: %q", rep.Lost)
+	}
+	assertNoTemps(t, host)
+}
+
+// assertNoTemps checks that no merge temporary is left below dir.
+func assertNoTemps(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if d != nil && strings.HasPrefix(d.Name(), tempPrefix) {
+			t.Errorf("temporary left on the host: %s", p)
+		}
+		return nil
+	})
+}
+
+// TestMergeDeepAndUnreadable merges a chain of directories far deeper
+// than PATH_MAX, and directories the command made unreadable.
+func TestMergeDeepAndUnreadable(t *testing.T) {
+	e := newMergeEnv(t)
+	name := strings.Repeat("d", 200)
+	fd, err := unix.Open(e.upper, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 { // 40 × 201 bytes: twice PATH_MAX
+		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := openDirAt(fd, name)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	wfd, err := unix.Openat(fd, ".bashrc", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(wfd, []byte("deep evil"))
+	unix.Close(wfd)
+	unix.Close(fd)
+	write(t, filepath.Join(e.upper, "locked/inner/f"), "x")
+	os.Chmod(filepath.Join(e.upper, "locked/inner"), 0o311)
+	os.Chmod(filepath.Join(e.upper, "locked"), 0o311)
+	rep := e.merge(&fsrules.Policy{}, coarseNow(), nil)
+	if len(rep.Refused) != 1 || rep.Refused[0].Rule != "protected" || rep.Refused[0].Saved == "" {
+		t.Errorf("the deep .bashrc was not refused and saved: %+v", rep.Refused)
+	}
+	if len(rep.Lost) > 0 {
+		t.Errorf("lost: %q", rep.Lost)
+	}
+	assertContent(t, filepath.Join(e.host, "locked/inner/f"), "x")
+	var st unix.Stat_t
+	if unix.Stat(filepath.Join(e.host, "locked"), &st); st.Mode&0o777 != 0o311 {
+		t.Errorf("locked has mode %o, want 311", st.Mode&0o777)
+	}
+	os.Chmod(filepath.Join(e.host, "locked/inner"), 0o755)
+	os.Chmod(filepath.Join(e.host, "locked"), 0o755)
+}
+
+func assertContent(t *testing.T, p, want string) {
+	t.Helper()
+	if got := content(p); got != want {
+		t.Errorf("%s = %q, want %q", p, got, want)
+	}
+}
+
+// TestMergeInterruptedThenResumed stops a merge after each possible
+// number of applied changes and runs it again: the result is always the
+// complete merge, with nothing applied twice or lost.
+func TestMergeInterruptedThenResumed(t *testing.T) {
+	for stopAt := 1; stopAt <= 8; stopAt++ {
+		for _, copyOnly := range []bool{false, true} {
+			e := newMergeEnv(t)
+			write(t, filepath.Join(e.host, "old/a"), "a")
+			write(t, filepath.Join(e.host, "gone"), "g")
+			time.Sleep(20 * time.Millisecond)
+			start := coarseNow()
+			u := upperTree{t, e.upper}
+			u.opaqueDir("old")
+			u.file("old/b", "b")
+			u.file("new/c", "c")
+			u.file("new/d", "d")
+			u.whiteout("gone")
+			u.file("e", "e")
+			func() {
+				defer func() { recover() }()
+				e.merge(&fsrules.Policy{}, start, func(m *merger) {
+					m.copyOnly = copyOnly
+					m.afterEntry = func(n int) {
+						if n == stopAt {
+							panic("interrupted")
+						}
+					}
+				})
+			}()
+			rep := e.merge(&fsrules.Policy{}, start, func(m *merger) { m.copyOnly = copyOnly })
+			if len(rep.Conflicts)+len(rep.Lost) > 0 {
+				t.Errorf("stop at %d (copy %v): conflicts %v lost %v", stopAt, copyOnly, rep.Conflicts, rep.Lost)
+			}
+			got := listing(e.host)
+			if want := []string{"e", "new", "new/c", "new/d", "old", "old/b"}; !slices.Equal(got, want) {
+				t.Errorf("stop at %d (copy %v): host holds %q, want %q", stopAt, copyOnly, got, want)
+			}
+		}
+	}
+}
+
+func listing(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if p != dir {
+			out = append(out, strings.TrimPrefix(p, dir+"/"))
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out
+}
+
+// FuzzMerge merges an upper layer built from the fuzzer's bytes over a host
+// tree, and checks what must hold whatever the upper layer: nothing outside
+// the host directory changes, no protected or denied path changes on the
+// host, no temporary is left, and every change is applied, refused,
+// conflicting or named as lost.
+func FuzzMerge(f *testing.F) {
+	for _, s := range []string{"\x00a\x01b\x02.git\x03c", "\x04.bashrc\x05x\x06..", "\x00.git\x00hooks\x01pre-commit", "\x07\x07\x07d"} {
+		f.Add([]byte(s))
+	}
+	names := []string{"a", "b", ".git", "hooks", "config", ".bashrc", ".vscode", "locked", "HEAD", "objects", "x", "link"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			return
+		}
+		e := newMergeEnv(t)
+		write(t, filepath.Join(e.outside, "secret"), "outside")
+		write(t, filepath.Join(e.host, "locked"), "locked")
+		write(t, filepath.Join(e.host, "a/.bashrc"), "rc")
+		write(t, filepath.Join(e.host, ".git/HEAD"), "ref: refs/heads/main\n")
+		write(t, filepath.Join(e.host, ".git/config"), "[core]\n")
+		write(t, filepath.Join(e.host, ".git/hooks/pre-commit"), "hook")
+		os.MkdirAll(filepath.Join(e.host, ".git/objects"), 0o755)
+		os.Symlink(e.outside, filepath.Join(e.host, "link"))
+		before := snapshot(e.host)
+		dir := e.upper
+		for i := 0; i+1 < len(ops); i += 2 {
+			name := names[int(ops[i+1])%len(names)]
+			p := filepath.Join(dir, name)
+			switch ops[i] % 6 {
+			case 0: // descend (a directory)
+				if os.Mkdir(p, 0o755) == nil || isDir(p) {
+					dir = p
+				}
+			case 1:
+				os.WriteFile(p, []byte("evil"), 0o644)
+			case 2:
+				unix.Mknod(p, unix.S_IFCHR|0o600, 0)
+			case 3:
+				os.Symlink(e.outside, p)
+			case 4:
+				if isDir(p) {
+					unix.Setxattr(p, "user.overlay.opaque", []byte("y"), 0)
+				}
+			case 5:
+				dir = e.upper
+			}
+		}
+		pol := &fsrules.Policy{DenyWrite: []fsrules.Path{{Path: filepath.Join(e.host, "locked"), Exists: true}}}
+		rep := e.merge(pol, coarseNow(), nil)
+		if got := content(filepath.Join(e.outside, "secret")); got != "outside" {
+			t.Fatalf("outside changed: %q", got)
+		}
+		if ents, _ := os.ReadDir(e.outside); len(ents) != 1 {
+			t.Fatalf("outside holds %d entries", len(ents))
+		}
+		for _, p := range []string{"locked", "a/.bashrc", ".git/hooks/pre-commit", ".git/config"} {
+			if before[p] != "" && snapshot(e.host)[p] != before[p] {
+				t.Fatalf("%s changed on the host: %q -> %q (refused %v)", p, before[p], snapshot(e.host)[p], rep.Refused)
+			}
+		}
+		for p := range snapshot(e.host) {
+			base := filepath.Base(p)
+			if strings.HasPrefix(base, tempPrefix) {
+				t.Fatalf("temporary left: %s", p)
+			}
+			if (base == ".bashrc" || base == ".vscode") && before[p] == "" {
+				t.Fatalf("protected %s created on the host", p)
+			}
+		}
+		if len(rep.Lost) > 0 {
+			t.Fatalf("lost: %v", rep.Lost)
+		}
+	})
+}
+
+func isDir(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.IsDir()
+}
+
+// snapshot maps every path below dir to its type and content.
+func snapshot(dir string) map[string]string {
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		rel := strings.TrimPrefix(p, dir+"/")
+		switch {
+		case d.Type()&os.ModeSymlink != 0:
+			t, _ := os.Readlink(p)
+			out[rel] = "link:" + t
+		case d.IsDir():
+			out[rel] = "dir"
+		default:
+			out[rel] = "file:" + content(p)
+		}
+		return nil
+	})
+	return out
 }

@@ -44,12 +44,6 @@ const TmpInBudget = "tmp"
 // PlanInput is what [BuildPlan] needs besides the policy.
 type PlanInput struct {
 	Policy *fsrules.Policy
-	// Protected lists the existing protected entries to keep read-only.
-	Protected []fsrules.Entry
-	// Placeholders are host paths created empty for this run, to be bound
-	// read-only so the protected or denied name they stand for cannot be
-	// created.
-	Placeholders []fsrules.Entry
 	// EmptyFile is an empty read-only regular file on the host, bound over
 	// denyRead files.
 	EmptyFile string
@@ -64,11 +58,13 @@ type PlanInput struct {
 	ExtraROBinds []string
 	// TmpSize bounds the private /tmp in bytes; 0 means tmpfs's default.
 	TmpSize int64
-	// DiskStage, when set, is where the disk budget is mounted (in the disk
-	// helper's namespace, which bubblewrap starts from): it is hidden from
-	// the sandbox, and unless TmpSize is set the private /tmp is its
-	// [TmpInBudget] directory.
-	DiskStage string
+	// BudgetStage, when set, is where the disk budget is mounted (in the
+	// transaction helper's namespace, which bubblewrap starts from): unless
+	// TmpSize is set the private /tmp is its [TmpInBudget] directory.
+	BudgetStage string
+	// StateDir is sbx's state directory (run directories, staged writes,
+	// the quarantine): hidden from the sandbox.
+	StateDir string
 }
 
 func depth(p string) int {
@@ -84,27 +80,24 @@ func depth(p string) int {
 func BuildPlan(in PlanInput) []Op {
 	pol := in.Policy
 	var ops []Op
-	if in.DiskStage != "" && in.TmpSize == 0 {
-		ops = append(ops, Op{Kind: OpBind, Src: in.DiskStage + "/" + TmpInBudget, Dst: "/tmp", Why: "private /tmp in the disk budget"})
+	if in.BudgetStage != "" && in.TmpSize == 0 {
+		ops = append(ops, Op{Kind: OpBind, Src: in.BudgetStage + "/" + TmpInBudget, Dst: "/tmp", Why: "private /tmp in the disk budget"})
 	} else {
 		ops = append(ops, Op{Kind: OpTmpfs, Dst: "/tmp", Why: "private /tmp", Size: in.TmpSize})
 	}
-	if in.DiskStage != "" {
-		ops = append(ops, Op{Kind: OpHide, Dst: in.DiskStage, Why: "disk budget"})
+	if in.StateDir != "" {
+		ops = append(ops, Op{Kind: OpHide, Dst: in.StateDir, Why: "sbx's state"})
 	}
 	for _, w := range pol.Writable {
 		ops = append(ops, Op{Kind: OpBind, Src: w.Path, Dst: w.Path, Why: "writable: " + w.Origin})
+		if p, ok := tmpParent(w.Path); ok {
+			ops = append(ops, Op{Kind: OpROBind, Src: p, Dst: p, Why: "read-only parent of a writable root in /tmp"})
+		}
 	}
 	for _, d := range pol.DenyWrite {
 		if d.Exists {
 			ops = append(ops, Op{Kind: OpROBind, Src: d.Path, Dst: d.Path, Why: "denyWrite: " + d.Origin})
 		}
-	}
-	for _, p := range in.Protected {
-		ops = append(ops, Op{Kind: OpROBind, Src: p.Path, Dst: p.Path, Why: "protected"})
-	}
-	for _, p := range in.Placeholders {
-		ops = append(ops, Op{Kind: OpROBind, Src: p.Path, Dst: p.Path, Why: "placeholder"})
 	}
 	for _, d := range pol.DenyRead {
 		if d.Dir {
@@ -127,6 +120,7 @@ func BuildPlan(in PlanInput) []Op {
 	if in.Exe != "" {
 		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx init"})
 	}
+	ops = dedupeOps(ops)
 	slices.SortStableFunc(ops, func(a, b Op) int {
 		if da, db := depth(a.Dst), depth(b.Dst); da != db {
 			return da - db
@@ -165,6 +159,31 @@ func BuildPlan(in PlanInput) []Op {
 		out = append(out, Op{Kind: OpRemountRO, Dst: op.Dst, Why: op.Why})
 	}
 	return out
+}
+
+// tmpParent returns the top directory below /tmp holding a writable root
+// deeper in /tmp: it shows the host's (read-only) in the private /tmp, so
+// that a write next to the root fails instead of landing in the private
+// /tmp and vanishing.
+func tmpParent(p string) (string, bool) {
+	rel, ok := strings.CutPrefix(p, "/tmp/")
+	if !ok {
+		return "", false
+	}
+	top, _, deeper := strings.Cut(rel, "/")
+	return "/tmp/" + top, deeper
+}
+
+// dedupeOps drops repeated operations (two roots below one /tmp parent).
+func dedupeOps(ops []Op) []Op {
+	seen := map[Op]bool{}
+	return slices.DeleteFunc(ops, func(o Op) bool {
+		if seen[o] {
+			return true
+		}
+		seen[o] = true
+		return false
+	})
 }
 
 // isDirOp reports whether a read-only bind's source is a directory, from

@@ -54,11 +54,10 @@ func TestBwrapArgsGolden(t *testing.T) {
 		in   PlanInput
 	}{
 		{"default", PlanInput{
-			Policy:       &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{p("/w", true)}},
-			Protected:    []fsrules.Entry{{Path: "/w/.git/config"}, {Path: "/w/.git/hooks", Dir: true}},
-			Placeholders: []fsrules.Entry{{Path: "/w/.bashrc"}, {Path: "/w/.vscode", Dir: true}},
-			EmptyFile:    "/state/run/empty",
-			Exe:          "/usr/bin/sbx",
+			Policy:    &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{p("/w", true)}},
+			EmptyFile: "/state/run/empty",
+			Exe:       "/usr/bin/sbx",
+			StateDir:  "/state",
 		}},
 		{"every-key", PlanInput{
 			Policy: &fsrules.Policy{
@@ -68,17 +67,23 @@ func TestBwrapArgsGolden(t *testing.T) {
 				DenyRead:  []fsrules.Path{p("/home/u", true), p("/home/u/w/.env", false)},
 				AllowRead: []fsrules.Path{p("/home/u/.gitconfig", false), p("/home/u/docs", true)},
 			},
-			Placeholders: []fsrules.Entry{{Path: "/home/u/w/new"}},
-			EmptyFile:    "/state/run/empty",
-			Exe:          "/home/u/bin/sbx",
-			TmpSize:      256 << 20,
+			EmptyFile: "/state/run/empty",
+			Exe:       "/home/u/bin/sbx",
+			TmpSize:   256 << 20,
+			StateDir:  "/home/u/.local/state/sbx",
 		}},
 		{"disk-budget", PlanInput{
-			Policy:       &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{p("/w", true)}},
-			Placeholders: []fsrules.Entry{{Path: "/w/.bashrc"}},
-			EmptyFile:    "/state/run/empty",
-			Exe:          "/usr/bin/sbx",
-			DiskStage:    "/state/run/disk",
+			Policy:      &fsrules.Policy{Workspace: "/w", Writable: []fsrules.Path{p("/w", true)}},
+			EmptyFile:   "/state/run/empty",
+			Exe:         "/usr/bin/sbx",
+			BudgetStage: "/state/runs/r/disk",
+			StateDir:    "/state",
+		}},
+		{"tmp-workspace", PlanInput{
+			Policy:    &fsrules.Policy{Workspace: "/tmp/a/b/w", Writable: []fsrules.Path{p("/tmp/a/b/w", true), p("/tmp/a/c", true), p("/tmp/d", true)}},
+			EmptyFile: "/state/run/empty",
+			Exe:       "/usr/bin/sbx",
+			StateDir:  "/state",
 		}},
 	}
 	for _, tt := range tests {

@@ -90,6 +90,43 @@ func (e *Executor) paths() (bwrap, exe string, err error) {
 	return bwrap, exe, nil
 }
 
+// protectState returns s with the state directory among the policy's own
+// paths (an embedder's policy may not name it), and refuses a writable root
+// inside it.
+func (e *Executor) protectState(s *pipeline.Spec) (*pipeline.Spec, error) {
+	state, err := filepath.Abs(e.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if r, err := filepath.EvalSymlinks(state); err == nil {
+		state = r
+	}
+	for _, w := range s.FS.Writable {
+		if fsrules.Within(w.Path, state) {
+			return nil, fmt.Errorf("linux: writable root %s (%s) lies in sbx's state directory %s", w.Path, w.Origin, state)
+		}
+	}
+	for _, p := range s.FS.Self {
+		if fsrules.Within(state, p.Path) {
+			return s, nil
+		}
+	}
+	fs := *s.FS
+	fs.Self = append(slices.Clone(fs.Self), fsrules.Path{Path: state, Exists: true, Dir: true, Origin: "sbx's state directory"})
+	spec := *s
+	spec.FS = &fs
+	return &spec, nil
+}
+
+// Clean finishes what killed runs left behind (see [CleanStale]).
+func (e *Executor) Clean(ctx context.Context) (*CleanReport, error) {
+	_, exe, err := e.paths()
+	if err != nil {
+		return nil, err
+	}
+	return CleanStale(ctx, e.StateDir, exe, 30*time.Second)
+}
+
 // Run implements [pipeline.Executor].
 func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
 	if s.FS == nil || len(s.Argv) == 0 {
@@ -102,11 +139,15 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err != nil {
 		return nil, err
 	}
+	s, err = e.protectState(s)
+	if err != nil {
+		return nil, err
+	}
 	res := &pipeline.Result{}
-	if rep, err := CleanStale(e.StateDir); err != nil {
-		res.Warnings = append(res.Warnings, "cleaning up after an earlier killed run: "+err.Error())
-	} else if rep != nil && len(rep.Quarantined) > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("an earlier killed run left protected files; moved to quarantine: %v", rep.Quarantined))
+	if rep, err := CleanStale(ctx, e.StateDir, exe, 0); err != nil {
+		res.Warnings = append(res.Warnings, "finishing an earlier killed run: "+err.Error())
+	} else {
+		res.Warnings = append(res.Warnings, staleNotes(rep)...)
 	}
 	runDir, rec, err := newRunDir(e.StateDir)
 	if err != nil {
@@ -118,29 +159,15 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		if err := r.startProxy(); err != nil {
 			return nil, err
 		}
-	}
-	if err := r.prepare(); err != nil {
-		return nil, err
+		if err := writeJSON(filepath.Join(runDir, recordFile), rec); err != nil {
+			return nil, err
+		}
 	}
 	if s.Limits.MaxDisk > 0 {
-		r.diskStage = filepath.Join(runDir, "disk")
-		if err := os.Mkdir(r.diskStage, 0o700); err != nil {
-			return nil, fmt.Errorf("linux: disk budget directory: %w", err)
-		}
+		r.budgetStage = filepath.Join(runDir, "disk")
 	}
-	r.tmpLimited = s.Limits.MaxTmp > 0
-	if s.Limits.MaxTmp > 0 {
-		for _, w := range s.FS.Writable {
-			if w.Path == "/tmp" || strings.HasPrefix("/tmp/", w.Path+"/") {
-				err := fmt.Errorf("the /tmp size limit (--max-tmp) cannot hold: /tmp is the host's, writable through %s (%s); drop that write path or the limit", w.Path, w.Origin)
-				if !s.Limits.BestEffort {
-					return nil, fmt.Errorf("linux: %w", err)
-				}
-				res.Warnings = append(res.Warnings, "default limits not enforced: "+err.Error())
-				r.tmpLimited = false
-				break
-			}
-		}
+	if err := r.checkTmpLimit(); err != nil {
+		return nil, err
 	}
 	cg, err := newCgroups(s.Limits, "sbx-"+filepath.Base(runDir))
 	if err != nil {
@@ -155,20 +182,19 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	defer cg.remove()
 	in := PlanInput{
 		Policy:       s.FS,
-		Protected:    r.snap.Existing,
-		Placeholders: r.rec.Placeholders,
 		EmptyFile:    filepath.Join(runDir, emptyFile),
 		Exe:          exe,
 		ProxySocket:  r.proxySocket,
 		ExtraROBinds: nonEmpty(r.caFile, r.bundleFile),
 		TmpSize:      s.Limits.MaxTmp,
-		DiskStage:    r.diskStage,
+		BudgetStage:  r.budgetStage,
+		StateDir:     e.StateDir,
 	}
 	plan := BuildPlan(in)
-	if r.diskStage != "" && s.Limits.BestEffort {
-		// A default budget the host cannot set up: the writable roots are
-		// written directly, /tmp stays bounded.
-		in.DiskStage = ""
+	if r.budgetStage != "" && s.Limits.BestEffort {
+		// A default budget the host cannot set up: the writes are staged
+		// on disk, /tmp stays bounded.
+		in.BudgetStage = ""
 		if in.TmpSize == 0 {
 			in.TmpSize = s.Limits.MaxDisk
 		}
@@ -180,16 +206,51 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	return res, nil
 }
 
+// checkTmpLimit refuses a /tmp size limit that cannot hold because a
+// writable root makes the host's /tmp writable (a default limit only
+// warns).
+func (r *run) checkTmpLimit() error {
+	l := r.spec.Limits
+	r.tmpLimited = l.MaxTmp > 0
+	if l.MaxTmp == 0 {
+		return nil
+	}
+	for _, w := range r.spec.FS.Writable {
+		if w.Path == "/tmp" || strings.HasPrefix("/tmp/", w.Path+"/") {
+			err := fmt.Errorf("the /tmp size limit (--max-tmp) cannot hold: /tmp is the host's, writable through %s (%s); drop that write path or the limit", w.Path, w.Origin)
+			if !l.BestEffort {
+				return fmt.Errorf("linux: %w", err)
+			}
+			r.res.Warnings = append(r.res.Warnings, "default limits not enforced: "+err.Error())
+			r.tmpLimited = false
+			break
+		}
+	}
+	return nil
+}
+
+// staleNotes describes what finishing earlier killed runs did.
+func staleNotes(rep *CleanReport) []string {
+	var out []string
+	for dir, m := range rep.Merged {
+		lines := changesOf(&m, false).Lines()
+		if len(lines) == 0 && m.Applied == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("an earlier run was killed (%s); its writes were merged: %d change(s) applied", filepath.Base(dir), m.Applied))
+		for _, l := range lines {
+			out = append(out, "earlier run: "+l)
+		}
+	}
+	return out
+}
+
 type run struct {
 	e      *Executor
 	spec   *pipeline.Spec
 	runDir string
 	rec    *record
-	snap   *fsrules.Snapshot
 	res    *pipeline.Result
-	// sandboxed is set once the sandbox has started, so that cleanup runs
-	// the post-run scan.
-	sandboxed bool
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
@@ -206,10 +267,10 @@ type run struct {
 	tmpLimited bool
 	// tmpFull is set when the init reported the size-limited /tmp full.
 	tmpFull bool
-	// diskStage is set when writes go to a disk budget (--max-disk) through
-	// the disk helper; diskRep is what the helper reported.
-	diskStage string
-	diskRep   *DiskReport
+	// budgetStage is set when the writes are staged in a disk budget
+	// (--max-disk); txRep is what the transaction helper reported.
+	budgetStage string
+	txRep       *TxReport
 	// fallbackPlan is the plan without the budget, for a best-effort
 	// budget the helper cannot set up.
 	fallbackPlan []Op
@@ -268,110 +329,23 @@ func (r *run) startProxy() error {
 	return nil
 }
 
-// prepare scans the writable roots, then records and creates the
-// placeholders. The record is written first, so a kill at any point leaves
-// enough behind for [CleanStale].
-func (r *run) prepare() error {
-	snap, err := fsrules.Scan(r.spec.FS)
-	if err != nil {
-		return fmt.Errorf("linux: scan writable roots: %w", err)
-	}
-	r.snap = snap
-	want := slices.Clone(snap.Missing)
-	for _, d := range r.spec.FS.DenyWrite {
-		if !d.Exists {
-			if p, ok := firstMissing(d.Path); ok {
-				want = append(want, p)
-			}
-		}
-	}
-	want = slices.DeleteFunc(want, func(p fsrules.Entry) bool { return r.hidden(p.Path) })
-	if err := writeJSON(filepath.Join(r.runDir, policyFile), r.spec.FS); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(r.runDir, snapshotFile), snap); err != nil {
-		return err
-	}
-	r.rec.Placeholders = want
-	if err := writeJSON(filepath.Join(r.runDir, recordFile), r.rec); err != nil {
-		return err
-	}
-	var made []fsrules.Entry
-	mk := &placeholderMaker{}
-	defer mk.close()
-	for _, p := range want {
-		id, err := mk.make(p.Path)
-		switch {
-		case err == nil:
-			made = append(made, fsrules.Entry{Path: p.Path, Dir: p.Dir, ID: id})
-		case errors.Is(err, fs.ErrExist):
-			// Appeared since the scan: bind what is there.
-			r.snap.Existing = append(r.snap.Existing, fsrules.Entry{Path: p.Path, Dir: p.Dir})
-		default:
-			return fmt.Errorf("linux: cannot create placeholder %s to keep it read-only: %w", p.Path, err)
-		}
-	}
-	r.rec.Placeholders = made
-	return writeJSON(filepath.Join(r.runDir, recordFile), r.rec)
-}
-
-func (r *run) hidden(p string) bool {
-	for _, d := range r.spec.FS.DenyRead {
-		if d.Dir && fsrules.Within(p, d.Path) {
-			return true
-		}
-	}
-	return false
-}
-
-// firstMissing returns the first path component of p that does not exist:
-// a placeholder there keeps p from being created.
-func firstMissing(p string) (fsrules.Entry, bool) {
-	cur := p
-	for {
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return fsrules.Entry{}, false
-		}
-		if _, err := os.Lstat(parent); err == nil {
-			return fsrules.Entry{Path: cur, Dir: cur != p}, true
-		}
-		cur = parent
-	}
-}
-
-// cleanup removes the placeholders, moves protected files that appeared
-// during the run to quarantine, and removes the run directory.
+// cleanup stops the proxy and removes the run directory, unless the
+// transaction helper died before its merge was complete: the next run (or
+// sbx doctor --clean) finishes it from there.
 func (r *run) cleanup() {
-	var errs []error
 	if r.proxy != nil {
 		r.proxy.Close()
 	}
 	if r.rec.NetDir != "" {
 		if err := os.RemoveAll(r.rec.NetDir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, p := range r.rec.Placeholders {
-		if err := removePlaceholder(p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if r.sandboxed {
-		qdir := filepath.Join(r.e.StateDir, "quarantine", filepath.Base(r.runDir))
-		moved, err := quarantineAfter(r.runDir, qdir)
-		r.res.Quarantined = moved
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		for _, err := range errs {
 			r.res.Warnings = append(r.res.Warnings, err.Error())
 		}
-		return // keep the run directory: the next run retries
 	}
-	if err := os.RemoveAll(r.runDir); err != nil {
+	if fileExists(filepath.Join(r.runDir, helperFile)) && !fileExists(filepath.Join(r.runDir, reportFile)) {
+		r.res.Warnings = append(r.res.Warnings, "the command's writes were not merged; they are kept in "+r.runDir+" for the next run (or sbx doctor --clean) to merge")
+		return
+	}
+	if err := forceRemoveAll(r.runDir); err != nil {
 		r.res.Warnings = append(r.res.Warnings, err.Error())
 	}
 }
@@ -469,39 +443,35 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	// fds in the child: 3 spec, 4 info, 5-7 the command's stdio, 8 ready.
 	args := BwrapArgs(plan, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
 	var bwrapErr bytes.Buffer
-	var disk *diskCtl
-	if r.diskStage != "" {
-		if disk, err = r.diskHelper(bwrap, exe, args, len(extra)); err != nil {
-			return err
-		}
-		if fb := r.fallbackPlan; fb != nil {
-			if os.Getuid() == 0 {
-				fb, _ = SplitPlan(fb)
-			}
-			disk.spec.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
-		}
-		defer disk.parent.Close()
-		closeLater = append(closeLater, disk.child)
-		extra = append(extra, disk.child)
+	txs, err := r.txSpec(bwrap, args, len(extra))
+	if err != nil {
+		return fmt.Errorf("linux: run directory: %w", err)
 	}
+	if fb := r.fallbackPlan; fb != nil {
+		if os.Getuid() == 0 {
+			fb, _ = SplitPlan(fb)
+		}
+		txs.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
+	}
+	tx, err := newTxCtl(exe, txs, len(extra))
+	if err != nil {
+		return err
+	}
+	defer tx.parent.Close()
+	closeLater = append(closeLater, tx.child)
+	extra = append(extra, tx.child)
 	cmd := &exec.Cmd{
-		Path:       bwrap,
-		Args:       append([]string{"bwrap"}, args...),
-		Env:        []string{},
-		Dir:        "/",
-		Stdin:      nil,
-		Stdout:     &bwrapErr,
-		Stderr:     &bwrapErr,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
+		Path:        exe,
+		Args:        tx.argv,
+		Env:         txEnv(),
+		Dir:         "/",
+		Stdin:       nil,
+		Stdout:      &bwrapErr,
+		Stderr:      &bwrapErr,
+		ExtraFiles:  extra,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if disk != nil {
-		cmd.Path, cmd.Args = exe, disk.argv
-		disk.sysProcAttr(cmd.SysProcAttr)
-	}
+	txSysProcAttr(cmd.SysProcAttr)
 
 	exited, err := startOnLockedThread(cmd)
 	specR.Close()
@@ -515,15 +485,12 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		readyR.Close()
 		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
 	}
-	r.sandboxed = true
 	go func() {
 		specW.Write(specData)
 		specW.Close()
 	}()
-	diskRep := make(chan *DiskReport, 1)
-	if disk != nil {
-		go disk.exchange(diskRep)
-	}
+	txRep := make(chan *TxReport, 1)
+	go tx.exchange(txRep)
 
 	// The child's pid arrives on the info fd once the namespaces exist.
 	pidCh := make(chan int, 1)
@@ -593,12 +560,8 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		if childPID > 0 {
 			_ = unix.Kill(childPID, unix.SIGKILL) // PID 1: the whole namespace goes
 		}
-		if disk != nil {
-			// The helper kills bubblewrap, then merges what was written.
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			return
-		}
-		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		// The helper kills bubblewrap, then merges what was written.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
 	var pending []os.Signal
 	for {
@@ -635,11 +598,9 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 				r.tmpFull = bytes.IndexByte(rep, TmpFullReport) >= 0
 			case <-time.After(time.Second):
 			}
-			if disk != nil {
-				select {
-				case r.diskRep = <-diskRep:
-				case <-time.After(time.Second):
-				}
+			select {
+			case r.txRep = <-txRep:
+			case <-time.After(time.Second):
 			}
 			return r.finish(waitErr, initRan, cmd, bwrapErr.String())
 		}
@@ -672,10 +633,8 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 	if r.cgErr != nil {
 		return fmt.Errorf("%w: the command could not join its cgroup: %v", pipeline.ErrUnavailable, r.cgErr)
 	}
-	if r.diskStage != "" {
-		if err := r.diskResult(); err != nil {
-			return err
-		}
+	if err := r.txResult(); err != nil {
+		return err
 	}
 	st := cmd.ProcessState
 	if st == nil {
@@ -698,7 +657,7 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 	} else if r.cg != nil {
 		r.res.LimitHit = r.cg.hit(r.spec.Limits)
 	}
-	if r.res.LimitHit == "" && r.diskRep != nil && r.diskRep.Full {
+	if r.res.LimitHit == "" && r.txRep.Full && r.spec.Limits.MaxDisk > 0 {
 		r.res.LimitHit = fmt.Sprintf("the disk budget is spent (--max-disk %d bytes)", r.spec.Limits.MaxDisk)
 	}
 	if r.res.LimitHit == "" && r.tmpFull {

@@ -3,37 +3,53 @@
 package linux
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/sbx-sandbox/sbx/fsrules"
+	"golang.org/x/sys/unix"
 )
 
-// A run directory lives under StateDir/runs/<pid>-<starttime>. It holds what
-// a later run needs to undo this one if sbx is killed: the placeholders it
-// created on the host, the policy and the pre-run snapshot (so files created
-// during the run can still be quarantined), and an empty file for denyRead
-// binds.
+// A run directory lives under StateDir/runs/<pid>-<starttime>-<random>. It
+// holds what a later run needs to finish this one if it is killed:
+//
+//	record.json  sbx's pid and start time, the proxy's directory
+//	tx.json      the transaction: writable roots and the policy (TxSpec)
+//	helper.json  the transaction helper's pid, start time and clock
+//	u/ w/ f/     the overlay upper and work directories, copies of files
+//	journal      host temporaries a copying merge created
+//	report.json  the merge's report, once it is complete
+//	empty        an empty file for denyRead binds
 const (
-	recordFile   = "record.json"
-	policyFile   = "policy.json"
-	snapshotFile = "snapshot.json"
-	emptyFile    = "empty"
+	recordFile  = "record.json"
+	txFile      = "tx.json"
+	helperFile  = "helper.json"
+	journalFile = "journal"
+	reportFile  = "report.json"
+	emptyFile   = "empty"
 )
 
-// record is written before any placeholder is created.
+// record is written when the run directory is made.
 type record struct {
-	PID          int             `json:"pid"`
-	Start        uint64          `json:"start"`
-	Placeholders []fsrules.Entry `json:"placeholders"`
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
 	// NetDir is the private directory of the proxy's socket.
 	NetDir string `json:"netDir,omitempty"`
+}
+
+// helperRecord is written by the transaction helper before it mounts
+// anything; Clock is the time from which a host change is a conflict.
+type helperRecord struct {
+	PID   int           `json:"pid"`
+	Start uint64        `json:"start"`
+	Clock unix.Timespec `json:"clock"`
 }
 
 // procStart returns a process's start time in clock ticks since boot, which
@@ -54,6 +70,11 @@ func procStart(pid int) (uint64, error) {
 		return 0, errors.New("short /proc stat")
 	}
 	return strconv.ParseUint(f[19], 10, 64) // field 22 overall
+}
+
+func alive(pid int, start uint64) bool {
+	s, err := procStart(pid)
+	return err == nil && s == start
 }
 
 func writeJSON(path string, v any) error {
@@ -88,142 +109,234 @@ func newRunDir(stateDir string) (string, *record, error) {
 		return "", nil, err
 	}
 	rec := &record{PID: pid, Start: start}
+	if err := writeJSON(filepath.Join(dir, recordFile), rec); err != nil {
+		return "", nil, err
+	}
 	if err := os.WriteFile(filepath.Join(dir, emptyFile), nil, 0o444); err != nil {
 		return "", nil, err
 	}
 	return dir, rec, nil
 }
 
-// removePlaceholder removes a placeholder if it is still what sbx created:
-// the same inode (an empty regular file) it recorded. Anything else is left
-// alone.
-func removePlaceholder(e fsrules.Entry) error {
-	fi, err := os.Lstat(e.Path)
+// saver puts refused and conflicting versions aside, below the state
+// directory (open as stateFD): <kind>/<run>/<host path>. The sandbox never
+// sees the state directory.
+type saver struct {
+	stateFD  int
+	stateDir string
+	runID    string
+}
+
+// save moves (or, across file systems, copies) the upper entry name of up
+// to the save directory kind, and returns where it went; "" if it could
+// not be saved whole.
+func (s *saver) save(m *merger, kind, path string, up int, name string) string {
+	if s == nil || s.stateFD < 0 {
+		return ""
+	}
+	rel := filepath.Join(kind, s.runID, strings.TrimPrefix(path, "/"))
+	dirFD, err := mkdirAllAt(s.stateFD, filepath.Dir(rel))
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(dirFD)
+	base := filepath.Base(rel)
+	for i := 0; i < 100; i++ {
+		dst := base
+		if i > 0 {
+			dst = fmt.Sprintf("%s~%d", base, i)
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(dirFD, dst, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			continue // saved by an interrupted merge, or a clash
+		}
+		err := unix.Renameat(up, name, dirFD, dst)
+		if errors.Is(err, unix.EXDEV) {
+			if err = copyTreeAt(up, name, dirFD, dst); err == nil {
+				removeTreeAt(up, name)
+			} else {
+				removeTreeAt(dirFD, dst) // no partial copy stays
+			}
+		}
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(s.stateDir, filepath.Dir(rel), dst)
+	}
+	return ""
+}
+
+// mkdirAllAt creates the directories of rel below dirFD, never following a
+// symlink, and returns the last one open.
+func mkdirAllAt(dirFD int, rel string) (int, error) {
+	fd, err := unix.Dup(dirFD)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(filepath.Clean(rel), "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		if err := unix.Mkdirat(fd, c, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return -1, err
+		}
+		next, err := openDirAt(fd, c)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// copyTreeAt copies a file, symlink or directory tree from (src, name) to
+// (dst, dstName), keeping modes (fifos and devices are left out).
+func copyTreeAt(src int, name string, dst int, dstName string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(src, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		t, err := readlinkat(src, name)
+		if err != nil {
+			return err
+		}
+		return unix.Symlinkat(t, dst, dstName)
+	case unix.S_IFDIR:
+		if err := unix.Mkdirat(dst, dstName, 0o700); err != nil {
+			return err
+		}
+		sfd, err := openDirAt(src, name)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sfd)
+		dfd, err := openDirAt(dst, dstName)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		names, err := readNames(sfd)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := copyTreeAt(sfd, n, dfd, n); err != nil {
+				return err
+			}
+		}
+		return unix.Fchmod(dfd, st.Mode&0o777|0o700)
+	case unix.S_IFREG:
+		in, err := unix.Openat(src, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		inf := os.NewFile(uintptr(in), name)
+		defer inf.Close()
+		out, err := unix.Openat(dst, dstName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		outf := os.NewFile(uintptr(out), dstName)
+		_, err = io.Copy(outf, inf)
+		if err == nil {
+			err = outf.Sync()
+		}
+		if cerr := outf.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			// Never leave a truncated copy that looks complete.
+			_ = unix.Unlinkat(dst, dstName, 0)
+		}
+		return err
+	}
+	return nil
+}
+
+// removeTreeAt removes name below dirFD, recursively, never following a
+// link.
+func removeTreeAt(dirFD int, name string) {
+	if unix.Unlinkat(dirFD, name, 0) == nil {
+		return
+	}
+	fd, err := openDirAt(dirFD, name)
+	if err != nil {
+		return
+	}
+	_ = unix.Fchmod(fd, 0o700)
+	names, _ := readNames(fd)
+	for _, n := range names {
+		removeTreeAt(fd, n)
+	}
+	unix.Close(fd)
+	_ = unix.Unlinkat(dirFD, name, unix.AT_REMOVEDIR)
+}
+
+// tempNames hands out the names of host temporaries and writes each, before
+// it exists, to the run's journal: a later clean-up removes what an
+// interrupted merge left.
+type tempNames struct {
+	journal *os.File
+	prefix  string
+	n       int
+}
+
+func (t *tempNames) next(dir string) (string, error) {
+	t.n++
+	name := t.prefix + strconv.Itoa(t.n)
+	if t.journal != nil {
+		if _, err := t.journal.WriteString(filepath.Join(dir, name) + "\n"); err != nil {
+			return "", fmt.Errorf("journal: %w", err)
+		}
+	}
+	return name, nil
+}
+
+// removeJournaled removes the host temporaries a journal lists that still
+// exist (never a directory).
+func removeJournaled(path string) error {
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	ours := fi.Mode().IsRegular() && fi.Size() == 0
-	if e.ID != "" {
-		ours = ours && fsrules.FileID(e.Path) == e.ID
-	}
-	if !ours {
-		return fmt.Errorf("placeholder %s was replaced during the run; left in place", e.Path)
-	}
-	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove placeholder %s: %w", e.Path, err)
-	}
-	return nil
-}
-
-// CleanReport says what [CleanStale] did.
-type CleanReport struct {
-	Runs         []string `json:"runs"`         // stale run directories removed
-	Placeholders []string `json:"placeholders"` // placeholders removed from host paths
-	Quarantined  []string `json:"quarantined"`  // protected files created by a killed run, moved
-	Errors       []string `json:"errors,omitempty"`
-}
-
-// CleanStale undoes what runs of sbx that were killed left behind: their
-// placeholders, the protected files they let appear (moved to quarantine),
-// and their run directories. Runs whose process still lives are skipped.
-func CleanStale(stateDir string) (*CleanReport, error) {
-	rep := &CleanReport{}
-	runs := filepath.Join(stateDir, "runs")
-	ents, err := os.ReadDir(runs)
-	if errors.Is(err, fs.ErrNotExist) {
-		return rep, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range ents {
-		dir := filepath.Join(runs, e.Name())
-		var rec record
-		rerr := readJSON(filepath.Join(dir, recordFile), &rec)
-		if rerr == nil {
-			if start, err := procStart(rec.PID); err == nil && start == rec.Start {
-				continue // still running
-			}
-		} else if !staleEnough(dir) {
-			continue // being set up right now
-		}
-		for _, p := range rec.Placeholders {
-			if err := removePlaceholder(p); err != nil {
-				rep.Errors = append(rep.Errors, err.Error())
-			} else {
-				rep.Placeholders = append(rep.Placeholders, p.Path)
-			}
-		}
-		if rec.NetDir != "" && strings.HasPrefix(filepath.Base(rec.NetDir), "sbx-net-") {
-			if err := os.RemoveAll(rec.NetDir); err != nil {
-				rep.Errors = append(rep.Errors, err.Error())
-			}
-		}
-		for _, err := range removeStaleCgroups("sbx-" + e.Name()) {
-			rep.Errors = append(rep.Errors, err.Error())
-		}
-		moved, err := quarantineAfter(dir, filepath.Join(stateDir, "quarantine", e.Name()))
-		rep.Quarantined = append(rep.Quarantined, moved...)
-		if err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
-			continue // keep the run directory so the next clean tries again
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		p := sc.Text()
+		if !filepath.IsAbs(p) || !strings.HasPrefix(filepath.Base(p), tempPrefix) {
 			continue
 		}
-		rep.Runs = append(rep.Runs, dir)
+		if err := unix.Unlinkat(unix.AT_FDCWD, p, 0); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EISDIR) {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
 	}
-	if len(rep.Errors) > 0 {
-		return rep, fmt.Errorf("clean: %s", strings.Join(rep.Errors, "; "))
-	}
-	return rep, nil
+	return sc.Err()
 }
 
-// staleEnough reports whether a run directory without a record is older than
-// its own setup could take, judged by the pid in its name.
-func staleEnough(dir string) bool {
-	name := filepath.Base(dir)
-	parts := strings.SplitN(name, "-", 3)
-	if len(parts) < 2 {
-		return true
-	}
-	pid, err1 := strconv.Atoi(parts[0])
-	start, err2 := strconv.ParseUint(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	cur, err := procStart(pid)
-	return err != nil || cur != start
-}
+// tempPrefix starts the names of a merge's host temporaries.
+const tempPrefix = ".sbx-merge-"
 
-// quarantineAfter rescans the writable roots of the run in runDir and moves
-// every protected file that appeared since its snapshot to qdir.
-func quarantineAfter(runDir, qdir string) ([]string, error) {
-	var pol fsrules.Policy
-	var before fsrules.Snapshot
-	if err := readJSON(filepath.Join(runDir, policyFile), &pol); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // the run never got as far as starting the sandbox
+// forceRemoveAll removes a run directory, making its directories writable
+// on the way (an overlay's work directory is mode 0).
+func forceRemoveAll(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
 		}
-		return nil, err
-	}
-	if err := readJSON(filepath.Join(runDir, snapshotFile), &before); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	after, err := fsrules.Scan(&pol)
-	if err != nil {
-		return nil, err
-	}
-	created := fsrules.Created(&before, after)
-	if len(created) == 0 {
-		return nil, nil
-	}
-	return fsrules.Quarantine(qdir, created)
+		return nil
+	})
+	_ = os.Chmod(dir, 0o700)
+	return os.RemoveAll(dir)
 }

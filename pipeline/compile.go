@@ -15,15 +15,29 @@ import (
 // them are relative to the workspace.
 type FSFlags struct {
 	AllowWrite, DenyWrite, DenyRead, AllowRead []string
+	// HomeWorkspace lets the home directory (or an ancestor) be a
+	// writable root (--home-workspace).
+	HomeWorkspace bool
+	// StateDir is sbx's state directory: never writable from a sandbox.
+	StateDir string
 }
 
 // FSInput gathers the filesystem lists of the merged settings and the flags
 // into an [fsrules.Input], each rule anchored at its own base directory and
 // labelled with the file, line and key it came from.
 func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Input {
-	in := fsrules.Input{Workspace: workspace}
+	in := fsrules.Input{Workspace: workspace, HomeRoot: flags.HomeWorkspace}
 	if s != nil && s.Home != "" {
 		defaultCredentialDenies(s.Home, workspace, &in)
+	}
+	own := "sbx's own files"
+	if flags.StateDir != "" {
+		in.Self = append(in.Self, fsrules.Rule{Pattern: flags.StateDir, BaseDir: workspace, Origin: own})
+	}
+	if s != nil {
+		for _, p := range s.Own {
+			in.Self = append(in.Self, fsrules.Rule{Pattern: p, BaseDir: workspace, Origin: own})
+		}
 	}
 	fromSettings := func(es []settings.Entry, key string) []fsrules.Rule {
 		var rs []fsrules.Rule

@@ -28,6 +28,9 @@ type Spec struct {
 	Timeout time.Duration
 	// Limits bound what the command may use; zero values mean no limit.
 	Limits Limits
+	// Discard runs the command and reports what it would have changed in
+	// its writable roots, applying nothing.
+	Discard bool
 }
 
 // Limits are resource limits for one run. A limit a backend cannot enforce
@@ -45,8 +48,8 @@ type Limits struct {
 	MaxOpenFiles int
 	// MaxDisk bounds, in bytes, what the run may add to its writable roots
 	// and its private /tmp together (unless MaxTmp is set: /tmp then has its
-	// own bound). On Linux the writes go to an overlay whose upper layer is
-	// a size-limited tmpfs, merged into the host when the run ends.
+	// own bound). On Linux the overlays' upper layers are then in a
+	// size-limited tmpfs instead of on disk.
 	MaxDisk int64
 	// BestEffort turns a limit this host cannot enforce into a warning in
 	// the Result instead of ErrUnavailable; it is set only for defaults,
@@ -77,9 +80,9 @@ type Result struct {
 	ExitCode int
 	// TimedOut is set when Spec.Timeout killed the sandbox.
 	TimedOut bool
-	// Quarantined lists where protected files that appeared during the run,
-	// somewhere no mechanism could cover, were moved.
-	Quarantined []string
+	// Changes is what became of the command's writes (nil where the
+	// backend writes directly).
+	Changes *Changes
 	// Warnings are problems that did not stop the run.
 	Warnings []string
 	// LimitHit names the limit that stopped or constrained the command

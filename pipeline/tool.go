@@ -79,6 +79,9 @@ type Runner struct {
 	// Limits bound each Bash call; its zero value means
 	// DefaultToolLimits' timeout and output cap and no other limit.
 	Limits RunLimits
+	// Discard runs each command and reports what it would have changed,
+	// applying nothing (see [Spec.Discard]).
+	Discard bool
 
 	mu       sync.Mutex
 	approved []string // commands approved for the session
@@ -273,7 +276,7 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	}
 	var stdout, stderr capBuffer
 	stdout.max, stderr.max = 4*maxOut, 4*maxOut
-	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits}
+	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits, Discard: r.Discard}
 	if !v.Sandboxed {
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
 	}
@@ -295,7 +298,7 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		out.Interrupted, out.TimedOutAfterMs = true, timeout.Milliseconds()
 	}
 	content := combine(out.Stdout, out.Stderr)
-	isErr := out.ExitCode != 0 || res.TimedOut
+	isErr := out.ExitCode != 0 || res.TimedOut || res.Changes.Incomplete()
 	switch {
 	case res.TimedOut:
 		content = fmt.Sprintf("Command timed out after %s\n%s", timeout, content)
@@ -310,8 +313,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	for _, w := range res.Warnings {
 		content += "\n[sbx: warning: " + w + "]"
 	}
-	if len(res.Quarantined) > 0 {
-		content += fmt.Sprintf("\n[sbx: protected files created by the command were moved out of the workspace: %s]", strings.Join(res.Quarantined, ", "))
+	for _, l := range res.Changes.Lines() {
+		content += "\n[sbx: " + l + "]"
 	}
 	event := "PostToolUse"
 	if isErr {

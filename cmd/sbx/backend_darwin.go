@@ -27,9 +27,9 @@ const rlimitArg = "__sbx_rlimit"
 
 func rlimitMain([]string) int { return exitSbxError }
 
-const diskArg = "__sbx_disk"
+const txArg = "__sbx_tx"
 
-func diskMain([]string) int { return exitSbxError }
+func txMain([]string) int { return exitSbxError }
 
 func closeLeakedFDs() {}
 

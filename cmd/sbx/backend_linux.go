@@ -27,9 +27,9 @@ const rlimitArg = linux.RlimitArg
 
 func rlimitMain(args []string) int { return linux.RlimitExec(args) }
 
-const diskArg = linux.DiskHelperArg
+const txArg = linux.TxHelperArg
 
-func diskMain(args []string) int { return linux.DiskHelper(args) }
+func txMain(args []string) int { return linux.TxHelper(args) }
 
 // closeLeakedFDs marks every descriptor the caller leaked to sbx
 // close-on-exec, so none reaches bubblewrap or the command.
@@ -59,7 +59,7 @@ func (b *backend) doctor(ctx context.Context) any {
 
 func (b *backend) usable(rep any) bool { return rep.(*linux.Report).Usable }
 
-func (b *backend) clean() (any, error) { return linux.CleanStale(b.exec.StateDir) }
+func (b *backend) clean() (any, error) { return b.exec.Clean(context.Background()) }
 
 // isTerminal reports whether r is a terminal (not merely a character device
 // such as /dev/null).

@@ -29,6 +29,7 @@ type runOpts struct {
 	net         pipeline.NetFlags
 	audit       string
 	limits      pipeline.LimitFlags
+	tx          txFlags
 	unsandboxed bool
 	printPolicy bool
 }
@@ -42,6 +43,7 @@ func runFlags(o *runOpts) *pflag.FlagSet {
 	f.StringArrayVar(&o.fs.DenyWrite, "deny-write", nil, "keep `PATH` read-only even inside a writable root; repeatable")
 	f.StringArrayVar(&o.fs.DenyRead, "deny-read", nil, "hide `PATH`; repeatable")
 	f.StringArrayVar(&o.fs.AllowRead, "allow-read", nil, "re-open `PATH` inside a denyRead path; repeatable")
+	registerTx(f, &o.tx)
 	f.StringArrayVar(&o.net.AllowDomain, "allow-domain", nil, "let the sandbox reach `HOST` through the proxy (example.com, *.example.com, host:port, an IP); repeatable")
 	f.StringArrayVar(&o.net.DenyDomain, "deny-domain", nil, "never let the sandbox reach `HOST`; repeatable")
 	f.StringVar(&o.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
@@ -125,6 +127,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		fmt.Fprintf(stderr, "sbx: a hook rewrote the command to: %s\n", in.Command)
 		argv = []string{shellPath(), "-c", in.Command}
 	}
+	o.fs.HomeWorkspace, o.fs.StateDir = o.tx.homeWorkspace, pipeline.StateDir(os.Getenv, home)
 	pol, err := fsrules.Compile(pipeline.FSInput(st, o.fs, cwd), fsrules.Host{Home: home})
 	if err != nil {
 		return exitSbxError, err
@@ -209,7 +212,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		cmdOut, cmdErr = oc.wrap(stdout), oc.wrap(stderr)
 	}
 	res, err := b.executor().Run(ctx, &pipeline.Spec{
-		Argv: argv, Env: env, Dir: cwd, FS: pol, Net: netPol, Timeout: lim.Timeout, Limits: lim.Limits,
+		Argv: argv, Env: env, Dir: cwd, FS: pol, Net: netPol, Timeout: lim.Timeout, Limits: lim.Limits, Discard: o.tx.discard,
 	}, pipeline.Stdio{Stdin: stdin, Stdout: cmdOut, Stderr: cmdErr})
 	if err != nil {
 		if errors.Is(err, pipeline.ErrUnavailable) {
@@ -224,8 +227,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
 	}
-	for _, q := range res.Quarantined {
-		fmt.Fprintf(stderr, "sbx: a protected file appeared during the run where it could not be blocked; moved to %s\n", q)
+	for _, l := range res.Changes.Lines() {
+		fmt.Fprintf(stderr, "sbx: %s\n", l)
+	}
+	if audit != nil {
+		audit.changes(res.Changes)
 	}
 	if oc != nil {
 		if n := oc.note(); n != "" {
@@ -249,6 +255,10 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if res.TimedOut {
 		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed\n", lim.Timeout)
 		return exitTimeout, nil
+	}
+	if res.Changes.Incomplete() {
+		fmt.Fprintf(stderr, "sbx: not every change the command made reached the host (named above); the command itself exited with status %d\n", res.ExitCode)
+		return exitNotApplied, nil
 	}
 	return res.ExitCode, nil
 }

@@ -22,6 +22,7 @@ type toolFlags struct {
 	output string
 	audit  string
 	limits pipeline.LimitFlags
+	tx     txFlags
 }
 
 func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, error) {
@@ -31,6 +32,7 @@ func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, er
 	f.StringVar(&t.output, "output", "result", "`FORMAT`: result (the tool_result) or structured (plus stdout, stderr, exit code, the decision trail)")
 	f.StringVar(&t.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
 	registerLimits(f, &t.limits, false)
+	registerTx(f, &t.tx)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, err
@@ -49,7 +51,8 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
-	pol, err := fsrules.Compile(pipeline.FSInput(s.st, pipeline.FSFlags{}, s.cwd), fsrules.Host{Home: s.home})
+	fsf := pipeline.FSFlags{HomeWorkspace: t.tx.homeWorkspace, StateDir: pipeline.StateDir(os.Getenv, s.home)}
+	pol, err := fsrules.Compile(pipeline.FSInput(s.st, fsf, s.cwd), fsrules.Host{Home: s.home})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,7 +86,7 @@ func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error
 	}
 	b.setSecrets(masked.Secrets)
 	r := &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: exe, FS: pol, Net: netPol,
-		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets), Limits: lim}
+		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets), Limits: lim, Discard: t.tx.discard}
 	if s.gate.Interactive {
 		r.Prompt = (&ttyPrompt{}).ask
 	}
@@ -173,6 +176,7 @@ type auditedExecutor struct {
 func (e auditedExecutor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
 	res, err := e.Executor.Run(ctx, s, stdio)
 	if err == nil {
+		e.audit.changes(res.Changes)
 		if res.LimitHit != "" {
 			e.audit.limit(res.LimitHit, res.ExitCode)
 		}

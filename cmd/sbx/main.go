@@ -12,8 +12,9 @@ import (
 
 // Exit statuses of sbx itself; a command's own status passes through.
 const (
-	exitTimeout  = 124 // --timeout killed the command, as timeout(1)
-	exitSbxError = 125 // sbx could not run the command at all
+	exitNotApplied = 122 // some of the command's changes conflicted or were lost (named on stderr)
+	exitTimeout    = 124 // --timeout killed the command, as timeout(1)
+	exitSbxError   = 125 // sbx could not run the command at all
 )
 
 // usageError is a bad command line.
@@ -30,8 +31,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == rlimitArg {
 		os.Exit(rlimitMain(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == diskArg {
-		os.Exit(diskMain(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == txArg {
+		os.Exit(txMain(os.Args[2:]))
 	}
 	closeLeakedFDs()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/proxy"
 )
 
@@ -60,6 +61,35 @@ func (a *auditLog) violation(when, process string, pid int, op, target string) {
 		Operation string    `json:"operation"`
 		Target    string    `json:"target,omitempty"`
 	}{time.Now().UTC(), "sandbox-violation", when, process, pid, op, target})
+}
+
+// changes records every change of the command's that did not reach the
+// host: refused by the policy, in conflict with the host, or lost.
+func (a *auditLog) changes(c *pipeline.Changes) {
+	if c == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	type ev struct {
+		Time   time.Time `json:"time"`
+		Event  string    `json:"event"`
+		Path   string    `json:"path,omitempty"`
+		Change string    `json:"change,omitempty"`
+		Rule   string    `json:"rule,omitempty"`
+		Why    string    `json:"why,omitempty"`
+		Saved  string    `json:"saved,omitempty"`
+	}
+	now := time.Now().UTC()
+	for _, r := range c.Refused {
+		a.enc.Encode(ev{now, "write-refused", r.Path, r.Kind, r.Rule, r.Why, r.Saved})
+	}
+	for _, k := range c.Conflicts {
+		a.enc.Encode(ev{Time: now, Event: "write-conflict", Path: k.Path, Saved: k.Saved})
+	}
+	for _, l := range c.Lost {
+		a.enc.Encode(ev{Time: now, Event: "write-lost", Why: l})
+	}
 }
 
 func (a *auditLog) Close() error { return a.f.Close() }

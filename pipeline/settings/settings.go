@@ -130,8 +130,12 @@ type String struct {
 
 // Settings is the merged result of every settings file.
 type Settings struct {
-	Home     string  // the home directory the settings were read for
-	Files    []*File // every file read, lowest precedence first
+	Home  string  // the home directory the settings were read for
+	Files []*File // every file read, lowest precedence first
+	// Own are the files and directories settings are read from, whether
+	// they exist or not (sbx's and Claude Code's, at every level): a
+	// sandbox must never write them.
+	Own      []string
 	Warnings []Warning
 	Trusted  bool // the project's loosening keys were honoured
 
@@ -205,6 +209,24 @@ type candidate struct {
 	claude   bool
 	required bool
 	inline   []byte
+}
+
+// ownPaths are the directories (and Claude Code's ~/.claude.json) that
+// settings come from at the user, project and managed levels.
+func (o *Options) ownPaths() []string {
+	configHome := o.ConfigHome
+	if configHome == "" {
+		configHome = filepath.Join(o.Home, ".config")
+	}
+	managed, claudeManaged := o.ManagedDir, o.ClaudeManagedDir
+	if managed == "" {
+		managed = "/etc/sbx"
+	}
+	if claudeManaged == "" {
+		claudeManaged = "/etc/claude-code"
+	}
+	return []string{filepath.Join(configHome, "sbx"), filepath.Join(o.Home, ".claude"), filepath.Join(o.Home, ".claude.json"),
+		filepath.Join(o.ProjectDir, ".claude"), filepath.Join(o.ProjectDir, ".sbx"), managed, claudeManaged}
 }
 
 // candidates lists the settings files in ascending precedence order.
@@ -286,8 +308,11 @@ func Load(o Options) (*Settings, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Settings{Home: o.Home}
+	s := &Settings{Home: o.Home, Own: o.ownPaths()}
 	for _, c := range cands {
+		if c.inline == nil && c.level == LevelCLI {
+			s.Own = append(s.Own, c.path)
+		}
 		data := c.inline
 		if data == nil {
 			data, err = read(c.path)

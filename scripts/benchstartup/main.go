@@ -3,7 +3,12 @@
 // namespace set in bubblewrap, and optionally Anthropic's srt. It prints a
 // Markdown table of medians and the ratios sbx/bwrap and srt/sbx.
 //
-// Usage: go run ./scripts/benchstartup -sbx bin/sbx [-srt PATH -srt-settings FILE] [-n 30]
+// With -tx N it also measures the transactional writes (start-up in an
+// empty and a 100,000-file workspace, 3,000 small files written, a 200 MiB
+// file appended to, git commit in a 10,000-file repository), each against
+// the same command with the workspace bound read-write by bubblewrap.
+//
+// Usage: go run ./scripts/benchstartup -sbx bin/sbx [-srt PATH -srt-settings FILE] [-n 30] [-tx 10]
 package main
 
 import (
@@ -29,6 +34,8 @@ func main() {
 	srt := flag.String("srt", "", "srt binary (empty: skip the srt row)")
 	srtSettings := flag.String("srt-settings", "", "srt settings file")
 	srtSkip := flag.String("srt-skip", "", "why srt is skipped, for the report")
+	txRuns := flag.Int("tx", 0, "also run the transactional-writes workloads this many times each (0: skip), in a scratch directory under -tx-dir")
+	txDir := flag.String("tx-dir", os.TempDir(), "where to build the transactional-writes workspaces")
 	flag.Parse()
 	if *n < 20 {
 		*n = 20
@@ -122,6 +129,19 @@ func main() {
 	}
 	if d, ok := med[6]; ok {
 		fmt.Printf("sbx with a disk budget / sbx: %.2f×\n", ratio(d, med[3]))
+	}
+	if *txRuns > 0 {
+		dir, err := os.MkdirTemp(*txDir, "sbx-bench-tx-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		if err := runTxBench(*sbx, dir, *txRuns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 }
 

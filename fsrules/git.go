@@ -1,0 +1,70 @@
+package fsrules
+
+import (
+	"slices"
+	"strings"
+)
+
+// gitDataFiles are the files at the top of a git directory that hold git's
+// own data: refs, the index, messages, state of an operation in progress.
+// Nothing in them names a program or another file for git to read.
+var gitDataFiles = []string{
+	"HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "MERGE_AUTOSTASH",
+	"CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE", "COMMIT_EDITMSG", "TAG_EDITMSG",
+	"SQUASH_MSG", "NOTES_EDITMSG", "EDIT_DESCRIPTION", "index", "packed-refs", "shallow", "description",
+	"gc.pid", "gc.log", "FETCH_HEAD", "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_EXPECTED_REV",
+	"BISECT_ANCESTORS_OK", "BISECT_NAMES", "BISECT_RUN", "BISECT_HEAD",
+}
+
+// gitDataDirs are the directories of a git directory whose whole content is
+// git's own data (objects, refs, reflogs, the state of a rebase …; the
+// legacy branches/ and remotes/ hold remote URLs, as a new remote would).
+var gitDataDirs = []string{"objects", "refs", "logs", "reftable", "rebase-merge", "rebase-apply",
+	"sequencer", "lfs", "rr-cache", "branches", "remotes"}
+
+// gitInfoFiles are the entries of info/ that change nothing but what git
+// ignores or lists.
+var gitInfoFiles = []string{"exclude", "sparse-checkout", "refs", "packs"}
+
+// GitEntry decides whether a sandboxed command may create, change or
+// delete the entry rel (slash-separated, relative to the innermost git
+// directory holding it) of a git directory. Only git's own data may change:
+// never hooks (except inert *.sample files), commondir or gitdir (they send
+// git elsewhere), info/ entries that change behaviour, or anything git does
+// not write. The config file is decided by [GitConfigChange], from its
+// content; GitEntry reports it as needing that check (config true).
+func GitEntry(rel string, dir bool) (ok, config bool, why string) {
+	parts := strings.Split(rel, "/")
+	top := parts[0]
+	switch {
+	case rel == "config" && !dir:
+		return false, true, ""
+	case slices.Contains(gitDataDirs, top):
+		return true, false, ""
+	case len(parts) == 1 && !dir && (slices.Contains(gitDataFiles, top) || strings.HasPrefix(top, "sharedindex.") ||
+		strings.HasSuffix(top, ".lock")):
+		return true, false, ""
+	case top == "hooks":
+		if len(parts) == 1 && dir || len(parts) == 2 && !dir && strings.HasSuffix(parts[1], ".sample") {
+			return true, false, ""
+		}
+		return false, false, "git hooks run code on the host"
+	case top == "info":
+		if len(parts) == 1 && dir || len(parts) == 2 && !dir && slices.Contains(gitInfoFiles, parts[1]) {
+			return true, false, ""
+		}
+		return false, false, "this entry of info/ changes how git behaves"
+	case (top == "modules" || top == "worktrees") && dir:
+		// Containers of nested git directories, whose entries are decided
+		// relative to their own root.
+		return true, false, ""
+	case top == "commondir" || top == "gitdir":
+		return false, false, top + " sends git to another directory"
+	}
+	return false, false, "not git's own data (objects, refs, index, logs …)"
+}
+
+// GitPointer reports whether a base name is .git: a .git that is not a
+// directory (a gitdir pointer file or a symbolic link) sends git to another
+// directory, and so to its hooks and config.
+func GitPointer(name string) bool { return name == ".git" }

@@ -1,0 +1,154 @@
+package fsrules
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// ChangeKind is what a change does to a host entry.
+type ChangeKind uint8
+
+// The kinds of change a run's merge applies.
+const (
+	Create ChangeKind = iota // a new entry
+	Modify                   // new content, mode or times for an existing entry
+	Delete                   // the entry is removed
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case Create:
+		return "create"
+	case Modify:
+		return "change"
+	}
+	return "delete"
+}
+
+// Change is one change a run would make to the host, as the merge sees it
+// in the run's final tree.
+type Change struct {
+	// Path is the absolute host path; Root the writable root holding it.
+	Path, Root string
+	Kind       ChangeKind
+	// Dir: the entry is (for a delete: was) a directory. NonDir: it is a
+	// file, symbolic link or other non-directory (both false for a delete
+	// whose type is unknown).
+	Dir, NonDir bool
+	// Git is the innermost git directory holding Path ("" when none).
+	Git string
+	// OldConfig and NewConfig are the host's and the command's content of
+	// a git config file (Path is Git/config); OldConfig is nil when the
+	// host has none.
+	OldConfig, NewConfig []byte
+}
+
+// Refusal is a change the policy does not let reach the host.
+type Refusal struct {
+	Path string `json:"path"`
+	Kind string `json:"change"`
+	// Rule is the kind of rule: "sbx", "denyWrite", "protected", "home",
+	// "git".
+	Rule string `json:"rule"`
+	Why  string `json:"why"`
+	// Saved is where the command's version was put aside ("" for a
+	// deletion or a directory).
+	Saved string `json:"saved,omitempty"`
+}
+
+// Check decides whether a change may reach the host. It returns nil when it
+// may, and the refusal otherwise. The checks, in order: sbx's own files
+// (never), denyWrite (never), an exact allowWrite of a protected path
+// (allowed), protected home paths, protected names at any depth below the
+// writable root, .git pointers and links, and git directories' contents.
+func (p *Policy) Check(c *Change) *Refusal {
+	refuse := func(rule, why string) *Refusal {
+		return &Refusal{Path: c.Path, Kind: c.Kind.String(), Rule: rule, Why: why}
+	}
+	for _, s := range p.Self {
+		if Within(c.Path, s.Path) || p.replacesAncestor(c, s.Path) {
+			return refuse("sbx", "sbx's own state and settings ("+s.Path+") are never written from a sandbox")
+		}
+	}
+	for _, d := range p.DenyWrite {
+		if Within(c.Path, d.Path) || p.replacesAncestor(c, d.Path) {
+			return refuse("denyWrite", "denyWrite "+d.Path+" ("+d.Origin+")")
+		}
+	}
+	for _, a := range p.ExactAllow {
+		if Within(c.Path, a) {
+			return nil
+		}
+	}
+	if p.Home != "" {
+		for _, h := range homePersistence {
+			hp := filepath.Join(p.Home, h)
+			if Within(c.Path, hp) || p.replacesAncestor(c, hp) {
+				return refuse("home", "~/"+h+" runs code or lets someone in; allowWrite that exact path to let it change")
+			}
+		}
+	}
+	if why := protectedBelow(c.Path, c.Root); why != "" {
+		return refuse("protected", why)
+	}
+	if filepath.Base(c.Path) == ".git" && !c.Dir {
+		return refuse("git", "a .git file or link sends git to another directory (its hooks and config)")
+	}
+	if c.Git == "" || c.Path == c.Git {
+		return nil
+	}
+	rel := strings.TrimPrefix(c.Path, c.Git+"/")
+	ok, config, why := GitEntry(rel, c.Dir)
+	if config {
+		if c.Kind == Delete {
+			return refuse("git", "a git config file is never removed from a sandbox")
+		}
+		if ok, why := GitConfigChange(c.OldConfig, c.NewConfig); !ok {
+			return refuse("git", why)
+		}
+		return nil
+	}
+	if !ok {
+		return refuse("git", why)
+	}
+	return nil
+}
+
+// replacesAncestor reports whether c puts something other than a directory
+// at (or removes) a strict ancestor of protected path p that lies inside the
+// change's root: a link there would redirect p.
+func (p *Policy) replacesAncestor(c *Change, prot string) bool {
+	if c.Path == prot || !Within(prot, c.Path) || !Within(c.Path, c.Root) {
+		return false
+	}
+	return c.Kind == Delete || !c.Dir
+}
+
+// protectedBelow names the protected component of path below its writable
+// root, or "".
+func protectedBelow(path, root string) string {
+	if !Within(path, root) || path == root {
+		return ""
+	}
+	rel := strings.TrimPrefix(path, root+"/")
+	if root == "/" {
+		rel = strings.TrimPrefix(path, "/")
+	}
+	parent := filepath.Base(root)
+	for _, comp := range strings.Split(rel, "/") {
+		if prot, dir := isProtectedName(comp); prot {
+			what := "a file that runs code later (shell start-up, tool or agent configuration)"
+			if dir {
+				what = "inside " + comp + "/, configuration that runs code (editor tasks, hooks, MCP servers)"
+			}
+			return comp + ": " + what + "; allowWrite that exact path to let it change"
+		}
+		for _, n := range protectedNested {
+			if parent == n[0] && comp == n[1] {
+				return n[0] + "/" + n[1] + ": configuration that runs code; allowWrite that exact path to let it change"
+			}
+		}
+		parent = comp
+	}
+	return ""
+}

@@ -1,0 +1,265 @@
+package fsrules
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	pol := &Policy{
+		Workspace:  "/w",
+		Home:       "/home/u",
+		DenyWrite:  []Path{{Path: "/w/conf/prod.yaml", Origin: "--deny-write"}},
+		ExactAllow: []string{"/w/.envrc", "/home/u/.local/bin"},
+		Self:       []Path{{Path: "/home/u/.local/state/sbx"}, {Path: "/home/u/.config/sbx"}, {Path: "/w/.sbx"}},
+	}
+	harmless := []byte("[core]\n\tbare = false\n")
+	tests := []struct {
+		c    Change
+		rule string // "" when allowed
+	}{
+		{Change{Path: "/w/src/main.go", Kind: Create}, ""},
+		{Change{Path: "/w/conf/prod.yaml", Kind: Modify}, "denyWrite"},
+		{Change{Path: "/w/conf/prod.yaml", Kind: Delete}, "denyWrite"},
+		{Change{Path: "/w/conf", Kind: Create, NonDir: true}, "denyWrite"}, // a link where its parent was
+		{Change{Path: "/w/conf", Kind: Delete, Dir: true}, "denyWrite"},
+		{Change{Path: "/w/conf", Kind: Create, Dir: true}, ""},
+		{Change{Path: "/w/.bashrc", Kind: Create}, "protected"},
+		{Change{Path: "/w/a/b/.bashrc", Kind: Modify}, "protected"},
+		{Change{Path: "/w/app/.vscode/tasks.json", Kind: Create}, "protected"},
+		{Change{Path: "/w/.codex/config.toml", Kind: Create}, "protected"},
+		{Change{Path: "/w/.envrc", Kind: Modify}, ""}, // exactly allowed
+		{Change{Path: "/w/.config/git/config", Kind: Create}, "protected"},
+		{Change{Path: "/w/.sbx/settings.json", Kind: Create}, "sbx"},
+		{Change{Path: "/home/u/.config/sbx/settings.json", Root: "/home/u", Kind: Create}, "sbx"},
+		{Change{Path: "/home/u/.config", Root: "/home/u", Kind: Create, NonDir: true}, "sbx"},
+		{Change{Path: "/home/u/.local/state/sbx/quarantine/x", Root: "/home/u/.local", Kind: Create}, "sbx"},
+		{Change{Path: "/home/u/.ssh/authorized_keys", Root: "/home/u", Kind: Create}, "home"},
+		{Change{Path: "/home/u/.config/autostart/x.desktop", Root: "/home/u/.config", Kind: Create}, "home"},
+		{Change{Path: "/home/u/.local/bin/tool", Root: "/home/u/.local", Kind: Create}, ""}, // exactly allowed
+		{Change{Path: "/home/u/.local/lib/x.py", Root: "/home/u/.local", Kind: Create}, ""},
+		{Change{Path: "/w/sub/.git", Kind: Create, NonDir: true}, "git"},
+		{Change{Path: "/w/.git", Kind: Delete, NonDir: true}, "git"},
+		{Change{Path: "/w/new/.git", Kind: Create, Dir: true}, ""},
+		{Change{Path: "/w/.git/objects/ab/cdef", Kind: Create, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/refs/heads/x", Kind: Modify, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/index", Kind: Modify, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/HEAD", Kind: Modify, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/hooks/pre-commit", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/hooks/pre-commit.sample", Kind: Create, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/commondir", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/info/attributes", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/info/exclude", Kind: Modify, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/x/config", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/config", Kind: Modify, Git: "/w/.git", OldConfig: harmless, NewConfig: append(slices.Clone(harmless), "\tfsmonitor = x\n"...)}, "git"},
+		{Change{Path: "/w/.git/config", Kind: Modify, Git: "/w/.git", OldConfig: harmless, NewConfig: append(slices.Clone(harmless), "[branch \"x\"]\n\tremote = origin\n\tmerge = refs/heads/x\n"...)}, ""},
+		{Change{Path: "/w/.git/config", Kind: Delete, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/modules/sub/hooks/post-checkout", Kind: Create, Git: "/w/.git/modules/sub"}, "git"},
+		{Change{Path: "/w/.git/modules/sub/objects/x", Kind: Create, Git: "/w/.git/modules/sub"}, ""},
+	}
+	for _, tt := range tests {
+		c := tt.c
+		if c.Root == "" {
+			c.Root = "/w"
+		}
+		if !c.Dir && !c.NonDir && c.Kind != Delete {
+			c.NonDir = true
+		}
+		r := pol.Check(&c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+			if r.Why == "" || r.Path != c.Path {
+				t.Errorf("%s %s: refusal %+v lacks a reason or the path", c.Kind, c.Path, r)
+			}
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s: rule %q (%+v), want %q", c.Kind, c.Path, got, r, tt.rule)
+		}
+	}
+}
+
+func TestGitConfigChange(t *testing.T) {
+	base := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+	tests := []struct {
+		name, old, new string
+		ok             bool
+	}{
+		{"unchanged", base, base, true},
+		{"tracking", base, base + "[branch \"feat\"]\n\tremote = origin\n\tmerge = refs/heads/feat\n", true},
+		{"new remote", base, base + "[remote \"up\"]\n\turl = https://example.com/up.git\n\tfetch = +refs/heads/*:refs/remotes/up/*\n", true},
+		{"new repository", "", "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n", true},
+		{"changed url", base, strings.Replace(base, "example.com/r", "evil.example/r", 1), false},
+		{"fsmonitor", base, base + "[core]\n\tfsmonitor = ./x\n", false},
+		{"fsmonitor on the section line", base, base + "[core] fsmonitor = ./x\n", false},
+		{"hooksPath", base, base + "[core]\n\thooksPath = /tmp/h\n", false},
+		{"sshCommand", base, base + "[core]\n\tsshCommand = x\n", false},
+		{"credential helper", base, base + "[credential]\n\thelper = !x\n", false},
+		{"filter", base, base + "[filter \"lfs\"]\n\tclean = x\n", false},
+		{"textconv", base, base + "[diff \"x\"]\n\ttextconv = x\n", false},
+		{"include", base, base + "[include]\n\tpath = /tmp/c\n", false},
+		{"includeIf", base, base + "[includeIf \"gitdir:/\"]\n\tpath = /tmp/c\n", false},
+		{"alias", base, base + "[alias]\n\tst = !x\n", false},
+		{"uploadpack", base, base + "[remote \"origin\"]\n\tuploadpack = x\n", false},
+		{"legacy subsection", base, base + "[core.x]\n\tfsmonitor = y\n", false},
+		{"key hidden in a continuation", base, base + "[user]\n\tname = a\\\n\n[core]\n\tfsmonitor = x\n", false},
+		{"unterminated quote", base, base + "[user]\n\tname = \"a\n", false},
+		{"garbage", base, base + "fsmonitor\n[\n", false},
+		{"removed key", base + "[pull]\n\trebase = true\n", base, false},
+		{"comment only", base, base + "# fsmonitor = x\n; sshCommand = y\n", true},
+	}
+	for _, tt := range tests {
+		var old []byte
+		if tt.old != "" {
+			old = []byte(tt.old)
+		}
+		ok, why := GitConfigChange(old, []byte(tt.new))
+		if ok != tt.ok || (!ok && why == "") {
+			t.Errorf("%s: ok = %v (%s), want %v", tt.name, ok, why, tt.ok)
+		}
+	}
+}
+
+// gitList is what git itself reads from a config file: key=value lines,
+// or false when git refuses the file.
+func gitList(t testing.TB, data []byte) ([]string, bool) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", "config", "--file", p, "--null", "--list")
+	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, false
+		}
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range bytes.Split(out, []byte{0}) {
+		if len(e) > 0 {
+			k, v, hasValue := bytes.Cut(e, []byte{'\n'})
+			if !hasValue {
+				v = []byte("true") // a bare key
+			}
+			keys = append(keys, string(k)+"="+string(v))
+		}
+	}
+	return keys, true
+}
+
+// FuzzGitConfig checks the config parser against git itself: whatever it
+// accepts, git must read as exactly the same keys and values, so no key
+// can hide from the check.
+func FuzzGitConfig(f *testing.F) {
+	if _, err := exec.LookPath("git"); err != nil {
+		f.Skip("no git")
+	}
+	for _, s := range []string{
+		"[core]\n\tbare = false\n", "[remote \"o\"]\n\turl = x\n", "[a] b = c ; d\n", "[a]\nb = \"c # d\"\n",
+		"[a]\nb = c\\\nd\n", "[a.B]\nc\n", "[a \"s\\\"q\"]\nb=1\n", "[a]\n\tb = x \\t y\n", "[a]\nb = \"\"\n",
+		"[core]\n\tfsmonitor = \"a\" b\n", "[x]\n  k  =  v  v  \n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if bytes.IndexByte(data, 0) >= 0 || len(data) > 4096 {
+			return
+		}
+		keys, err := parseGitConfig(data)
+		if err != nil {
+			return
+		}
+		want, ok := gitList(t, data)
+		if !ok {
+			t.Fatalf("the parser accepts %q, git refuses it", data)
+		}
+		var got []string
+		for _, k := range keys {
+			got = append(got, k.String()+"="+k.value)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("config %q:\nparser %q\ngit    %q", data, got, want)
+		}
+	})
+}
+
+func TestGitDirsOutside(t *testing.T) {
+	setup := func(h *fakeHost) {
+		for _, d := range []string{"/home/u/main", "/home/u/main/.git", "/home/u/main/.git/objects",
+			"/home/u/main/.git/worktrees", "/home/u/main/.git/worktrees/wt", "/home/u/wt", "/home/u/evil"} {
+			h.dirs[d] = true
+		}
+		h.content = map[string]string{
+			"/home/u/main/.git/HEAD":                   "ref: refs/heads/main\n",
+			"/home/u/main/.git/worktrees/wt/HEAD":      "ref: refs/heads/wt\n",
+			"/home/u/main/.git/worktrees/wt/gitdir":    "/home/u/wt/.git\n",
+			"/home/u/main/.git/worktrees/wt/commondir": "../..\n",
+			"/home/u/wt/.git":                          "gitdir: /home/u/main/.git/worktrees/wt\n",
+		}
+	}
+	tests := []struct {
+		name  string
+		tweak func(h *fakeHost)
+		want  []string
+	}{
+		{"linked worktree", nil, []string{"/home/u/main/.git/worktrees/wt", "/home/u/main/.git"}},
+		{"pointer to a non-git directory", func(h *fakeHost) { h.content["/home/u/wt/.git"] = "gitdir: /etc\n" }, nil},
+		{"back-pointer elsewhere", func(h *fakeHost) { h.content["/home/u/main/.git/worktrees/wt/gitdir"] = "/home/u/other/.git\n" }, nil},
+		{"common dir elsewhere", func(h *fakeHost) {
+			h.content["/home/u/main/.git/worktrees/wt/commondir"] = "/home/u/evil\n"
+		}, nil},
+		{"symlinked .git", func(h *fakeHost) {
+			delete(h.content, "/home/u/wt/.git")
+			h.links["/home/u/wt/.git"] = "/home/u/main/.git/worktrees/wt"
+		}, nil},
+	}
+	for _, tt := range tests {
+		h := newFakeHost()
+		setup(h)
+		if tt.tweak != nil {
+			tt.tweak(h)
+		}
+		c := &compiler{host: h.host(), pol: &Policy{}}
+		var got []string
+		for _, p := range c.gitDirsOutside("/home/u/wt") {
+			got = append(got, p.Path)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: roots %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestCompileRoots(t *testing.T) {
+	h := newFakeHost()
+	tests := []struct {
+		name string
+		in   Input
+		err  bool
+	}{
+		{"workspace /", Input{Workspace: "/"}, true},
+		{"workspace home", Input{Workspace: "/home/u"}, true},
+		{"workspace above home", Input{Workspace: "/home"}, true},
+		{"workspace home, allowed", Input{Workspace: "/home/u", HomeRoot: true}, false},
+		{"allowWrite ~", Input{Workspace: "/home/u/proj", AllowWrite: rules("/home/u/proj", "~")}, true},
+		{"allowWrite /", Input{Workspace: "/home/u/proj", AllowWrite: rules("/home/u/proj", "/"), HomeRoot: true}, true},
+		{"project", Input{Workspace: "/home/u/proj"}, false},
+	}
+	for _, tt := range tests {
+		_, err := Compile(tt.in, h.host())
+		var re *RootError
+		if tt.err != errors.As(err, &re) {
+			t.Errorf("%s: err = %v, want a RootError: %v", tt.name, err, tt.err)
+		}
+	}
+}

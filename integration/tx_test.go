@@ -1,0 +1,432 @@
+//go:build linux
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// git runs git on the host in dir.
+func gitOn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_NOSYSTEM=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// newRepo makes the workspace a git repository with one commit.
+func (e *env) newRepo() {
+	e.t.Helper()
+	gitOn(e.t, e.ws, "init", "-q", "-b", "main")
+	e.write("README", "hi\n")
+	gitOn(e.t, e.ws, "add", "README")
+	gitOn(e.t, e.ws, "commit", "-qm", "first")
+}
+
+const bypass = "--mode=bypassPermissions"
+
+// A .git pointer made in one run cannot give the next run a writable root
+// elsewhere: the pointer (a file or a link) never reaches the host.
+func TestAttackGitPointerRedirect(t *testing.T) {
+	for _, script := range []string{
+		`printf 'gitdir: /etc\n' > notes.txt; ln -s notes.txt .git`,
+		`printf 'gitdir: /etc\n' > .git`,
+		`mkdir -p sub && printf 'gitdir: /etc\n' > sub/.git`,
+	} {
+		e := newEnv(t)
+		r := e.sh(script, bypass)
+		if !strings.Contains(r.stderr, "refused to create") || !strings.Contains(r.stderr, ".git") {
+			t.Errorf("%s: the pointer was not refused: %s", script, r.stderr)
+		}
+		r = e.sh(`echo evil > /etc/sbx-it-pointer; true`, bypass)
+		assertAbsent(t, "/etc/sbx-it-pointer")
+		assertAbsent(t, e.path(".git"))
+		assertAbsent(t, e.path("sub/.git"))
+	}
+	// A linked worktree's .git replaced by a pointer elsewhere: refused,
+	// the real one stays.
+	e := newEnv(t)
+	e.newRepo()
+	r := e.sh(`mv .git .git-real && printf 'gitdir: /etc\n' > .git`, bypass)
+	if st, err := os.Lstat(e.path(".git")); err != nil || !st.IsDir() {
+		t.Errorf(".git is no longer the repository: %v %v; stderr %s", st, err, r.stderr)
+	}
+	gitOn(t, e.ws, "status", "--porcelain")
+}
+
+// Redirections inside a git directory and a bare repository with hooks
+// behind a .git link: none reaches the host, and git on the host runs
+// nothing of the command's.
+func TestAttackGitRedirections(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	marker := filepath.Join(e.home, "pwned")
+	r := e.sh(fmt.Sprintf(`set -e
+git config core.hooksPath /tmp
+echo x > .git/commondir
+mkdir -p .git/x && printf '[core]\n\tfsmonitor = touch %[1]s\n' > .git/x/config
+printf '#!/bin/sh\ntouch %[1]s\n' > .git/hooks/post-checkout; chmod +x .git/hooks/post-checkout
+git init -q --bare evil.git && printf '#!/bin/sh\ntouch %[1]s\n' > evil.git/hooks/pre-commit
+mkdir -p sub && ln -s ../evil.git sub/.git
+echo '* filter=x' > .git/info/attributes
+echo done`, marker), bypass)
+	if r.stdout != "done\n" {
+		t.Fatalf("the command failed inside: %s %s", r.stdout, r.stderr)
+	}
+	for _, p := range []string{".git/commondir", ".git/x", ".git/hooks/post-checkout", "evil.git/hooks/pre-commit", "sub/.git", ".git/info/attributes"} {
+		assertAbsent(t, e.path(p))
+		if !strings.Contains(r.stderr, "refused to create "+e.path(p)) {
+			t.Errorf("%s: no refusal named on stderr", p)
+		}
+	}
+	if strings.Contains(gitOn(t, e.ws, "config", "--list"), "hookspath") {
+		t.Errorf("core.hooksPath reached the host config")
+	}
+	gitOn(t, e.ws, "status")
+	gitOn(t, e.ws, "checkout", "-q", "-b", "x")
+	assertAbsent(t, marker)
+	// What was refused is in the quarantine.
+	q := filepath.Join(e.home, ".local/state/sbx/quarantine")
+	found := false
+	for _, p := range listing(t, q) {
+		found = found || strings.HasSuffix(p, ".git/hooks/post-checkout")
+	}
+	if !found {
+		t.Errorf("the refused hook is not in the quarantine: %v", listing(t, q))
+	}
+}
+
+// Renaming an ancestor does not move the protection: the check is made on
+// the final tree, by path.
+func TestAttackRenamedAncestor(t *testing.T) {
+	e := newEnv(t)
+	e.write("app/.vscode/settings.json", "mine")
+	e.write("app/main.go", "package main")
+	e.write("conf/prod.yaml", "prod")
+	r := e.sh(`mv app app.orig; mkdir -p app/.vscode; echo '{"tasks":[{"runOptions":{"runOn":"folderOpen"}}]}' > app/.vscode/tasks.json
+mv conf conf.orig; mkdir -p conf; echo evil > conf/prod.yaml; true`, bypass, "--deny-write", "conf/prod.yaml")
+	assertAbsent(t, e.path("app/.vscode/tasks.json"))
+	assertContent(t, e.path("app/.vscode/settings.json"), "mine")
+	assertContent(t, e.path("conf/prod.yaml"), "prod")
+	if !strings.Contains(r.stderr, "refused") {
+		t.Errorf("no refusal named: %s", r.stderr)
+	}
+}
+
+// A tree deeper than PATH_MAX neither breaks the merge nor hides a
+// protected file, and the next run works.
+func TestAttackDeepPath(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`d=$(printf 'd%.0s' $(seq 200)); for i in $(seq 30); do mkdir $d && cd $d || exit 1; done; echo evil > .bashrc; echo deep > f; echo ok`, bypass)
+	if !strings.Contains(r.stdout, "ok") || !strings.Contains(r.stderr, "refused to create") || r.code != 0 {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	// Read back from the host with relative steps (no path that long can
+	// be named at once).
+	check := exec.Command("bash", "-c", `d=$(printf 'd%.0s' $(seq 200)); for i in $(seq 30); do cd $d || exit 1; done; cat f; ls -A`)
+	check.Dir = e.ws
+	if out, err := check.CombinedOutput(); err != nil || string(out) != "deep\nf\n" {
+		t.Errorf("the deep tree on the host: %v %q", err, out)
+	}
+	if r := e.sh("echo next > next.txt"); r.code != 0 {
+		t.Errorf("the next run fails: %s", r.stderr)
+	}
+	assertContent(t, e.path("next.txt"), "next\n")
+}
+
+// sbx's state and settings cannot be written from inside, whatever
+// allowWrite says; the state directory is not even visible.
+func TestAttackStateAndSettings(t *testing.T) {
+	e := newEnv(t)
+	for _, d := range []string{".local/state/sbx/quarantine", ".config"} {
+		os.MkdirAll(filepath.Join(e.home, d), 0o755)
+	}
+	state := filepath.Join(e.home, ".local/state/sbx")
+	r := e.sh(fmt.Sprintf(`ls %[1]s/quarantine && echo VISIBLE
+mkdir -p %[1]s/quarantine/x && ln -s %[2]s/.bashrc %[1]s/quarantine/x/link
+mkdir -p %[2]s/.config/sbx && echo '{"sandbox":{"filesystem":{"allowWrite":["/etc"]}}}' > %[2]s/.config/sbx/settings.json
+mkdir -p %[2]s/.claude && echo '{}' > %[2]s/.claude/settings.json; true`, state, e.home),
+		bypass, "--allow-write", filepath.Join(e.home, ".local"), "--allow-write", filepath.Join(e.home, ".config"), "--allow-write", filepath.Join(e.home, ".claude"))
+	if strings.Contains(r.stdout, "VISIBLE") {
+		t.Errorf("the state directory is visible inside")
+	}
+	assertAbsent(t, filepath.Join(e.home, ".config/sbx"))
+	assertAbsent(t, filepath.Join(e.home, ".claude/settings.json"))
+	assertAbsent(t, filepath.Join(state, "quarantine/x"))
+	pol := e.sbx("run", "--print-policy", "--", "true")
+	if strings.Contains(pol.stdout, `"/etc"`) {
+		t.Errorf("the next run's policy has /etc writable:\n%s", pol.stdout)
+	}
+}
+
+// / is never a workspace; the home directory only with --home-workspace,
+// and its persistence files stay protected.
+func TestWorkspaceRootAndHome(t *testing.T) {
+	e := newEnv(t)
+	for _, dir := range []string{"/", e.home, filepath.Dir(e.home)} {
+		cmd := exec.Command(sbxBin, "run", "--", "true")
+		cmd.Dir, cmd.Env = dir, e.environ()
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "writable root") {
+			t.Errorf("workspace %s: %v %s", dir, err, out)
+		}
+	}
+	cmd := exec.Command(sbxBin, "run", "--home-workspace", bypass, "-c", "echo x > notes.txt; mkdir -p .ssh .config/autostart; echo k > .ssh/authorized_keys; echo a > .config/autostart/a.desktop; echo evil >> .bashrc; true")
+	cmd.Dir, cmd.Env = e.home, e.environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("--home-workspace: %v %s", err, out)
+	}
+	assertContent(t, filepath.Join(e.home, "notes.txt"), "x\n")
+	for _, p := range []string{".ssh/authorized_keys", ".config/autostart/a.desktop", ".bashrc"} {
+		assertAbsent(t, filepath.Join(e.home, p))
+	}
+}
+
+// Nothing of sbx's appears in the workspace: git sees a clean tree inside
+// and on the host during a run, and a commit inside holds exactly what the
+// command wrote.
+func TestNothingOfSbxShows(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	cmd := e.startReady(nil, "run", "-c", `git status --porcelain; echo ready; sleep 1`)
+	if got := gitOn(t, e.ws, "status", "--porcelain"); got != "" {
+		t.Errorf("git status on the host during a run: %q", got)
+	}
+	cmd.Wait()
+	r := e.sh(`git status --porcelain; echo one > one.txt; git add -A && git -c user.name=a -c user.email=a@b commit -qm two && git show --name-only --format= HEAD`)
+	if r.code != 0 || r.stdout != "one.txt\n" {
+		t.Errorf("inside: exit %d, stdout %q (want only one.txt), stderr %s", r.code, r.stdout, r.stderr)
+	}
+	if got := gitOn(t, e.ws, "show", "--name-only", "--format=", "HEAD"); got != "one.txt\n" {
+		t.Errorf("the commit on the host holds %q", got)
+	}
+	if got := gitOn(t, e.ws, "status", "--porcelain"); got != "" {
+		t.Errorf("git status on the host after: %q", got)
+	}
+}
+
+// Writing next to a workspace in /tmp fails inside instead of landing in
+// the private /tmp and vanishing.
+func TestWriteOutsideFailsInside(t *testing.T) {
+	e := newEnv(t) // the workspace is /tmp/<test>/<n>/ws
+	r := e.sh(`echo x > ../y`)
+	if r.code == 0 || !strings.Contains(r.stderr, "Read-only file system") {
+		t.Errorf("a write next to the workspace: exit %d, stderr %s", r.code, r.stderr)
+	}
+	assertAbsent(t, filepath.Join(filepath.Dir(e.ws), "y"))
+}
+
+// Everyday git: commit, a branch tracking a remote, a new remote, a clone.
+func TestGitEverydayOps(t *testing.T) {
+	e := newEnv(t)
+	origin := filepath.Join(filepath.Dir(e.ws), "origin.git")
+	gitOn(t, filepath.Dir(e.ws), "init", "-q", "--bare", "-b", "main", origin)
+	e.newRepo()
+	gitOn(t, e.ws, "remote", "add", "origin", origin)
+	gitOn(t, e.ws, "push", "-q", "origin", "main")
+	gitOn(t, e.ws, "fetch", "-q", "origin")
+	r := e.sh(`set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b
+git checkout -q -b feat origin/main
+echo f > f.txt && git add f.txt && git commit -qm feat
+git remote add up https://example.invalid/up.git
+git clone -q "`+origin+`" sub/clone
+echo done`, bypass)
+	if r.stdout != "done\n" {
+		t.Fatalf("git inside: %s %s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "refused") || strings.Contains(r.stderr, "conflict") {
+		t.Errorf("everyday git had changes refused: %s", r.stderr)
+	}
+	if got := strings.TrimSpace(gitOn(t, e.ws, "config", "branch.feat.merge")); got != "refs/heads/main" {
+		t.Errorf("tracking not saved: %q", got)
+	}
+	if got := strings.TrimSpace(gitOn(t, e.ws, "config", "remote.up.url")); got != "https://example.invalid/up.git" {
+		t.Errorf("remote add not saved: %q", got)
+	}
+	if got := gitOn(t, e.ws, "log", "--format=%s", "-1", "feat"); got != "feat\n" {
+		t.Errorf("commit not on the host: %q", got)
+	}
+	if got := gitOn(t, e.path("sub/clone"), "log", "--format=%s", "-1"); got != "first\n" {
+		t.Errorf("clone not usable on the host: %q", got)
+	}
+	if got := gitOn(t, e.ws, "status", "--porcelain"); got != "?? sub/\n" {
+		t.Errorf("git status on the host: %q", got)
+	}
+}
+
+// --discard runs the command and lists what it would have changed.
+func TestDiscard(t *testing.T) {
+	e := newEnv(t)
+	e.write("b", "keep")
+	r := e.sh(`echo x > a; rm b; echo evil > .bashrc`, "--discard", bypass)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertAbsent(t, e.path("a"))
+	assertContent(t, e.path("b"), "keep")
+	for _, want := range []string{"would create " + e.path("a"), "would delete " + e.path("b"), "refused to create " + e.path(".bashrc"), "nothing was applied"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	call := `{"type":"tool_use","id":"toolu_d","name":"Bash","input":{"command":"echo x > a"}}`
+	tr := e.tool(call, "--discard", bypass)
+	assertAbsent(t, e.path("a"))
+	if !strings.Contains(tr.stdout, "would create") {
+		t.Errorf("tool_result lacks the discarded change: %s", tr.stdout)
+	}
+}
+
+// Refused changes are named in the tool_result and the audit log.
+func TestRefusalsReported(t *testing.T) {
+	e := newEnv(t)
+	audit := filepath.Join(e.home, "audit.jsonl")
+	call := `{"type":"tool_use","id":"toolu_r","name":"Bash","input":{"command":"echo evil > .envrc; echo ok"}}`
+	r := e.tool(call, bypass, "--audit", audit)
+	var res struct {
+		Content string `json:"content"`
+		IsError bool   `json:"is_error"`
+	}
+	json.Unmarshal([]byte(r.stdout), &res)
+	if !strings.Contains(res.Content, "refused to create "+e.path(".envrc")) || !strings.Contains(res.Content, "saved at") {
+		t.Errorf("tool_result: %s", r.stdout)
+	}
+	data, _ := os.ReadFile(audit)
+	if !strings.Contains(string(data), `"event":"write-refused"`) || !strings.Contains(string(data), e.path(".envrc")) {
+		t.Errorf("audit log: %s", data)
+	}
+	assertAbsent(t, e.path(".envrc"))
+}
+
+// Runs in one workspace at once: each sees its own writes; a file both
+// change is a conflict for the one that merges second (host version kept,
+// its own saved and named); nothing is lost, every run starts.
+func TestConcurrentRunsOneWorkspace(t *testing.T) {
+	e := newEnv(t)
+	rounds := 10
+	if n, err := strconv.Atoi(os.Getenv("SBX_TEST_ROUNDS")); err == nil {
+		rounds = n
+	}
+	const width = 8
+	for round := range rounds {
+		var wg sync.WaitGroup
+		results := make([]result, width)
+		for i := range width {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = e.sh(fmt.Sprintf(`echo %[1]d-%[2]d > own-%[1]d-%[2]d; echo %[1]d-%[2]d > shared; sleep 0.1; cat own-%[1]d-%[2]d shared`, round, i))
+			}()
+		}
+		wg.Wait()
+		applied := 0
+		for i, r := range results {
+			id := fmt.Sprintf("%d-%d", round, i)
+			if r.stdout != id+"\n"+id+"\n" {
+				t.Fatalf("run %s did not see its own writes (exit %d): %q %s", id, r.code, r.stdout, r.stderr)
+			}
+			assertContent(t, e.path("own-"+id), id+"\n")
+			switch r.code {
+			case 0:
+				applied++
+			case 122:
+				saved := savedPath(r.stderr)
+				if saved == "" {
+					t.Fatalf("run %s: exit 122 without a saved version named: %s", id, r.stderr)
+				}
+				assertContent(t, saved, id+"\n")
+			default:
+				t.Fatalf("run %s: exit %d: %s", id, r.code, r.stderr)
+			}
+		}
+		if applied == 0 {
+			t.Errorf("round %d: no run's shared file was applied", round)
+		}
+	}
+	runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs"))
+	if len(runs) != 0 {
+		t.Errorf("run directories left: %d", len(runs))
+	}
+}
+
+// savedPath finds "saved at PATH" in a conflict line.
+func savedPath(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if i := strings.Index(l, "the command's is saved at "); strings.Contains(l, "conflict") && i >= 0 {
+			return strings.TrimSpace(l[i+len("the command's is saved at "):])
+		}
+	}
+	return ""
+}
+
+// The helper killed in the middle of its merge: the next sbx doctor
+// --clean completes it; no temporary is left, nothing is lost.
+func TestMergeKilledMidway(t *testing.T) {
+	for _, pause := range []int{1, 4, 9} {
+		e := newEnv(t)
+		e.write("old.txt", "old")
+		state := filepath.Join(e.home, ".local/state/sbx")
+		cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 10); do echo $i > f$i; done; rm old.txt`)
+		cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE="+strconv.Itoa(pause))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var paused []string
+		if !waitFor(20*time.Second, func() bool {
+			paused, _ = filepath.Glob(filepath.Join(state, "runs/*/paused"))
+			return len(paused) == 1
+		}) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("pause %d: the merge never paused", pause)
+		}
+		var h struct{ PID int }
+		if err := readJSONFile(filepath.Join(filepath.Dir(paused[0]), "helper.json"), &h); err != nil || h.PID <= 0 {
+			t.Fatalf("helper record: %v", err)
+		}
+		syscall.Kill(h.PID, syscall.SIGKILL)
+		cmd.Process.Kill()
+		cmd.Wait()
+		r := e.sbx("doctor", "--clean", "--json")
+		if r.code != 0 {
+			t.Fatalf("pause %d: doctor --clean: exit %d: %s %s", pause, r.code, r.stdout, r.stderr)
+		}
+		for i := 1; i <= 10; i++ {
+			assertContent(t, e.path(fmt.Sprintf("f%d", i)), fmt.Sprintf("%d\n", i))
+		}
+		assertAbsent(t, e.path("old.txt"))
+		for _, n := range listing(t, e.ws) {
+			if strings.HasPrefix(filepath.Base(n), ".sbx-") {
+				t.Errorf("pause %d: left on the host: %s", pause, n)
+			}
+		}
+		if runs, _ := os.ReadDir(filepath.Join(state, "runs")); len(runs) != 0 {
+			t.Errorf("pause %d: run directories left", pause)
+		}
+	}
+}
+
+func readJSONFile(p string, v any) error {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}

@@ -1,0 +1,653 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// TxHelperArg is argv[1] of the sbx process that makes a run's writes a
+// transaction: sbx __sbx_tx CONTROL-FD.
+//
+// The helper runs in a user and mount namespace of its own, between sbx and
+// bubblewrap. Over every writable root it mounts an overlay whose lower
+// layer is the host directory and whose upper layer is sbx's own, in the
+// run directory (or, with a disk budget, in a size-limited tmpfs); a
+// writable file is a copy bound over the host's. Bubblewrap, started from
+// that namespace, binds what the helper sees, so nothing the sandbox writes
+// reaches the host. When the sandbox is gone the helper merges the final
+// tree into the host, checking every change against the policy, and
+// reports on the control descriptor.
+const TxHelperArg = "__sbx_tx"
+
+// TxSpec is what the helper reads on its control descriptor; the run
+// directory keeps a copy (tx.json) for a later clean-up to finish the merge.
+type TxSpec struct {
+	// Bwrap and BwrapArgs are the bubblewrap command to run.
+	Bwrap     string   `json:"bwrap,omitempty"`
+	BwrapArgs []string `json:"bwrapArgs,omitempty"`
+	// NFiles descriptors from 3 on are passed to bubblewrap at the same
+	// numbers; InfoFD among them is bubblewrap's --info-fd, relayed so the
+	// helper learns the sandbox's pid too.
+	NFiles int `json:"nfiles,omitempty"`
+	InfoFD int `json:"infoFD,omitempty"`
+	// RunDir is the run directory: the staging area, the journal and the
+	// report live there. StateDir is sbx's state directory (quarantine,
+	// conflicts, the merge lock).
+	RunDir   string `json:"runDir"`
+	StateDir string `json:"stateDir"`
+	// Size, when positive, is the disk budget (--max-disk): the staging
+	// area is a tmpfs of that size at RunDir/disk, and /tmp a directory of
+	// it.
+	Size int64 `json:"size,omitempty"`
+	// Roots are the writable roots; Policy decides every change.
+	Roots  []fsrules.Path  `json:"roots"`
+	Policy *fsrules.Policy `json:"policy"`
+	// Discard reports what would change and applies nothing.
+	Discard bool `json:"discard,omitempty"`
+	// BestEffort: a budget that cannot be set up falls back to staging on
+	// disk, with FallbackArgs for bubblewrap (whose /tmp is a tmpfs of the
+	// budget's size), and a notice.
+	BestEffort   bool     `json:"bestEffort,omitempty"`
+	FallbackArgs []string `json:"fallbackArgs,omitempty"`
+	// Probe only checks that the mounts can be made (sbx doctor).
+	Probe bool `json:"probe,omitempty"`
+	// Recover finishes the merge of a run whose helper was killed.
+	Recover bool `json:"recover,omitempty"`
+}
+
+// TxReport is what the helper writes on its control descriptor, and to
+// the run directory, at the end.
+type TxReport struct {
+	// Error is set when the transaction could not be set up and nothing ran.
+	Error string `json:"error,omitempty"`
+	// Notice is set when a best-effort budget could not be set up.
+	Notice string `json:"notice,omitempty"`
+	// Full is set when the budget was spent (no byte or no inode left).
+	Full bool `json:"full,omitempty"`
+	// Used is what the budget held at the end, in bytes.
+	Used  int64       `json:"used,omitempty"`
+	Merge MergeReport `json:"merge"`
+	// Warnings are problems that did not stop the run.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// TxHelper is the helper's main; it returns bubblewrap's exit status
+// (128+N when signal N killed it).
+func TxHelper(args []string) int {
+	fd := -1
+	if len(args) == 1 {
+		fd, _ = strconv.Atoi(args[0])
+	}
+	if fd < 3 {
+		fmt.Fprintln(os.Stderr, "sbx: bad transaction helper call")
+		return ExitInitFailed
+	}
+	unix.CloseOnExec(fd) // not for bubblewrap
+	ctl := os.NewFile(uintptr(fd), "control")
+	defer ctl.Close()
+	var spec TxSpec
+	if err := json.NewDecoder(ctl).Decode(&spec); err != nil || spec.Policy == nil && !spec.Probe {
+		fmt.Fprintf(os.Stderr, "sbx: transaction helper: bad spec: %v\n", err)
+		return ExitInitFailed
+	}
+	// Started with a capability raised (non-root callers), the helper is
+	// not dumpable, and its /proc/self/fd, through which it names the
+	// lower layers, belongs to nobody it can be.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	if spec.Recover {
+		rep := recoverTx(&spec)
+		json.NewEncoder(ctl).Encode(rep)
+		return 0
+	}
+	rep, status := runTx(&spec)
+	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
+		fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
+	}
+	return status
+}
+
+// runTx mounts the transaction, runs bubblewrap in it, and merges.
+func runTx(spec *TxSpec) (*TxReport, int) {
+	rep := &TxReport{}
+	clock := coarseNow()
+	if !spec.Probe {
+		rec := helperRecord{PID: os.Getpid(), Clock: clock}
+		rec.Start, _ = procStart(rec.PID)
+		if err := writeJSON(filepath.Join(spec.RunDir, helperFile), rec); err != nil {
+			rep.Error = "run directory: " + err.Error()
+			return rep, ExitInitFailed
+		}
+	}
+	t, err := setupTx(spec, spec.Size)
+	if err != nil && spec.Size > 0 && spec.BestEffort && len(spec.FallbackArgs) > 0 {
+		rep.Notice = err.Error() + "; the writes are staged on disk without a bound, and /tmp is a tmpfs of the budget's size"
+		spec.BwrapArgs = spec.FallbackArgs
+		t, err = setupTx(spec, 0)
+	}
+	if err != nil {
+		rep.Error = err.Error()
+		return rep, ExitInitFailed
+	}
+	defer t.close()
+	rep.Warnings = t.warnings
+	if spec.Probe {
+		return rep, 0
+	}
+	// Nothing of the helper's capabilities may reach bubblewrap: it must
+	// see a plain user starting it.
+	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0)
+	status := runBwrap(spec)
+	if t.budget {
+		var st unix.Statfs_t
+		if unix.Fstatfs(t.stageFD, &st) == nil {
+			rep.Full = st.Bavail == 0 || st.Ffree == 0
+			rep.Used = int64(st.Blocks-st.Bfree) * st.Bsize
+		}
+	}
+	t.unmountRoots()
+	rep.Merge = t.merge(spec, clock)
+	finishTx(spec, t, rep)
+	return rep, status
+}
+
+// finishTx records the report in the run directory (the merge is then
+// complete) and removes the staging area.
+func finishTx(spec *TxSpec, t *txMounts, rep *TxReport) {
+	if err := writeJSON(filepath.Join(spec.RunDir, reportFile), rep); err != nil {
+		rep.Merge.Lost = append(rep.Merge.Lost, "the report could not be saved: "+err.Error())
+	}
+	for _, d := range []string{"u", "w", "f", TmpInBudget} {
+		removeTreeAt(t.stageFD, d)
+	}
+}
+
+// txMounts holds what the merge needs: the host side of every root, opened
+// before the overlays hid it, and the staging area.
+type txMounts struct {
+	stageFD, stateFD, runFD int
+	budget                  bool
+	roots                   []txRoot
+	warnings                []string
+}
+
+type txRoot struct {
+	path string
+	dir  bool
+	// fd is the host directory (dir) or the host file's parent directory.
+	fd int
+	// up is the root's upper directory (dir) or the directory holding its
+	// copy (file), relative to the stage.
+	up      string
+	mounted bool
+}
+
+func (t *txMounts) close() {
+	for _, r := range t.roots {
+		unix.Close(r.fd)
+	}
+	for _, fd := range []int{t.stageFD, t.stateFD, t.runFD} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// unmountRoots takes the overlays and file binds away (in the helper's
+// namespace only), so the upper layers are plain directories again.
+func (t *txMounts) unmountRoots() {
+	for i := len(t.roots) - 1; i >= 0; i-- {
+		if t.roots[i].mounted {
+			_ = unix.Unmount(t.roots[i].path, unix.MNT_DETACH)
+		}
+	}
+}
+
+// outermost keeps the writable roots that exist and lie in no other one,
+// shallowest first.
+func outermost(roots []fsrules.Path) []fsrules.Path {
+	rs := slices.Clone(roots)
+	slices.SortStableFunc(rs, func(a, b fsrules.Path) int { return depth(a.Path) - depth(b.Path) })
+	var out []fsrules.Path
+	for _, r := range rs {
+		if !r.Exists || slices.ContainsFunc(out, func(o fsrules.Path) bool { return o.Dir && fsrules.Within(r.Path, o.Path) }) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// readOnlyBind makes path read-only in the helper's namespace, and so in
+// the sandbox, which binds what the helper sees.
+func readOnlyBind(path string) error {
+	if err := unix.Mount(path, path, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", path, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+}
+
+// setupTx mounts the staging area (a tmpfs when size > 0) and the overlays.
+// On failure it takes back whatever it mounted.
+func setupTx(spec *TxSpec, size int64) (*txMounts, error) {
+	var mounted []string
+	t, err := mountTx(spec, size, &mounted)
+	if err != nil {
+		for i := len(mounted) - 1; i >= 0; i-- {
+			_ = unix.Unmount(mounted[i], unix.MNT_DETACH)
+		}
+		if t != nil {
+			t.close()
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+func mountTx(spec *TxSpec, size int64, mounted *[]string) (*txMounts, error) {
+	// Nothing mounted here may reach the host's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, fmt.Errorf("private mount namespace: %w", err)
+	}
+	t := &txMounts{stageFD: -1, stateFD: -1, runFD: -1, budget: size > 0}
+	var err error
+	if t.runFD, err = unix.Open(spec.RunDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+		return t, fmt.Errorf("run directory: %w", err)
+	}
+	if spec.StateDir != "" {
+		if t.stateFD, err = unix.Open(spec.StateDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return t, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	roots := outermost(spec.Roots)
+	if spec.Probe {
+		if err := os.MkdirAll(filepath.Join(spec.RunDir, "probe"), 0o755); err != nil {
+			return t, err
+		}
+		roots = []fsrules.Path{{Path: filepath.Join(spec.RunDir, "probe"), Exists: true, Dir: true}}
+	}
+	if err := t.openRoots(roots); err != nil {
+		return t, err
+	}
+	if err := t.mountStage(spec, size, mounted); err != nil {
+		return t, err
+	}
+	for i := range t.roots {
+		if err := t.mountRoot(i, mounted); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// openRoots opens every root's host side before anything is mounted over
+// it. A writable device or fifo stores nothing: it stays as it is. A root
+// sbx may not read (another user's, with sbx as root: root in a user
+// namespace has no power over files of unmapped users) cannot be staged:
+// it stays read-only, with a warning; the sandbox could not have entered it
+// either, or only written blind.
+func (t *txMounts) openRoots(roots []fsrules.Path) error {
+	for _, r := range roots {
+		tr := txRoot{path: r.Path, dir: r.Dir}
+		open := r.Path
+		if !r.Dir {
+			if st, err := os.Lstat(r.Path); err != nil || !st.Mode().IsRegular() {
+				continue
+			}
+			open = filepath.Dir(r.Path)
+		}
+		fd, err := unix.Open(open, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil && !r.Dir {
+			err = unix.Faccessat(fd, filepath.Base(r.Path), unix.R_OK, unix.AT_EACCESS)
+			if err != nil {
+				unix.Close(fd)
+			}
+		}
+		if errors.Is(err, unix.EACCES) {
+			if err := readOnlyBind(r.Path); err != nil {
+				return fmt.Errorf("writable root %s: sbx may not read it, and cannot make it read-only: %w", r.Path, err)
+			}
+			t.warnings = append(t.warnings, fmt.Sprintf("writable root %s stays read-only: sbx may not read it, so its writes cannot be staged", r.Path))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("writable root %s: %w", r.Path, err)
+		}
+		tr.fd = fd
+		t.roots = append(t.roots, tr)
+	}
+	return nil
+}
+
+// mountStage makes the staging area the helper's working directory: the
+// run directory itself, or a budget tmpfs mounted at RunDir/disk. One
+// inode per KiB of budget (at least 4096): files cost kernel memory even
+// when empty, so their number is bounded too.
+func (t *txMounts) mountStage(spec *TxSpec, size int64, mounted *[]string) error {
+	t.stageFD = t.runFD
+	if size > 0 {
+		stage := filepath.Join(spec.RunDir, "disk")
+		if err := os.Mkdir(stage, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("budget: %w", err)
+		}
+		data := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700", size, max(size/1024, 4096))
+		if err := unix.Mount("sbx-disk", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+			return fmt.Errorf("budget tmpfs: %w", err)
+		}
+		*mounted = append(*mounted, stage)
+		fd, err := unix.Open(stage, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("budget: %w", err)
+		}
+		t.stageFD = fd
+	}
+	if err := unix.Fchdir(t.stageFD); err != nil {
+		return fmt.Errorf("staging area: %w", err)
+	}
+	dirs := []string{"u", "w", "f"}
+	if size > 0 {
+		dirs = append(dirs, TmpInBudget)
+	}
+	for _, d := range dirs {
+		if err := unix.Mkdirat(t.stageFD, d, 0o700); err != nil {
+			return fmt.Errorf("staging area: %w", err)
+		}
+	}
+	if size > 0 {
+		return unix.Fchmodat(t.stageFD, TmpInBudget, 0o1777, 0)
+	}
+	return nil
+}
+
+// mountRoot mounts root i's overlay (or its file copy). The upper and work
+// directories are relative to the staging area, the helper's working
+// directory, and the lower one and the mount point are named by
+// descriptor: no path with a comma or a colon can change the options, and
+// no link can move the mount.
+func (t *txMounts) mountRoot(i int, mounted *[]string) error {
+	r := &t.roots[i]
+	id := strconv.Itoa(i)
+	if !r.dir {
+		r.up = filepath.Join("f", id)
+		name := filepath.Base(r.path)
+		if err := os.Mkdir(r.up, 0o700); err != nil {
+			return err
+		}
+		if err := copyTreeAt(r.fd, name, t.stageFD, filepath.Join(r.up, name)); err != nil {
+			return fmt.Errorf("writable file %s: %w", r.path, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(r.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+			_ = unix.Fchmodat(t.stageFD, filepath.Join(r.up, name), st.Mode&0o777, 0)
+			_ = unix.UtimesNanoAt(t.stageFD, filepath.Join(r.up, name), []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err := unix.Mount(filepath.Join(r.up, name), r.path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("writable file %s: %w", r.path, err)
+		}
+		*mounted = append(*mounted, r.path)
+		r.mounted = true
+		return nil
+	}
+	r.up = filepath.Join("u", id)
+	work := filepath.Join("w", id)
+	for _, d := range []string{r.up, work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// The overlay's root takes its mode and owner from the upper
+	// directory: give it the host directory's.
+	var st unix.Stat_t
+	if err := unix.Fstat(r.fd, &st); err == nil {
+		_ = unix.Fchownat(t.stageFD, r.up, int(st.Uid), int(st.Gid), 0)
+		_ = unix.Fchmodat(t.stageFD, r.up, st.Mode&0o7777, 0)
+	}
+	fdPath := "/proc/self/fd/" + strconv.Itoa(r.fd)
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,userxattr", fdPath, r.up, work)
+	if err := unix.Mount("sbx-overlay", fdPath, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay over %s: %w", r.path, err)
+	}
+	*mounted = append(*mounted, r.path)
+	r.mounted = true
+	return nil
+}
+
+// merge applies every root's upper layer (or file copy) to the host, under
+// the state directory's merge lock: two runs never merge at once.
+func (t *txMounts) merge(spec *TxSpec, clock unix.Timespec) MergeReport {
+	runID := filepath.Base(spec.RunDir)
+	if lock, err := unix.Openat(t.stateFD, "merge.lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
+		defer unix.Close(lock)
+		_ = unix.Flock(lock, unix.LOCK_EX)
+	}
+	m := &merger{pol: spec.Policy, start: clock, discard: spec.Discard,
+		saves: &saver{stateFD: t.stateFD, stateDir: spec.StateDir, runID: runID},
+		tmp:   &tempNames{prefix: tempPrefix + runID + "-"}}
+	defer m.close()
+	if j, err := unix.Openat(t.runFD, journalFile, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o600); err == nil {
+		m.tmp.journal = os.NewFile(uintptr(j), journalFile)
+		defer m.tmp.journal.Close()
+	}
+	m.afterEntry = pauseHook(spec.RunDir)
+	for _, r := range t.roots {
+		up, err := openDirAt(t.stageFD, r.up)
+		if errors.Is(err, unix.ENOENT) {
+			continue // merged by an earlier, interrupted helper
+		}
+		if err != nil {
+			m.lose(r.path, err)
+			continue
+		}
+		if r.dir {
+			m.mergeRoot(up, r.fd, r.path)
+		} else {
+			m.entry(up, r.fd, filepath.Base(r.path), scope{root: r.path, path: r.path})
+		}
+		unix.Close(up)
+	}
+	return m.rep
+}
+
+// pauseHook is a test hook: with SBX_TEST_MERGE_PAUSE=N in its
+// environment, the helper stops after the N-th applied change, says so in
+// RunDir/paused, and waits to be killed.
+func pauseHook(runDir string) func(int) {
+	n, err := strconv.Atoi(os.Getenv("SBX_TEST_MERGE_PAUSE"))
+	if err != nil || n <= 0 {
+		return nil
+	}
+	return func(i int) {
+		if i == n {
+			_ = os.WriteFile(filepath.Join(runDir, "paused"), nil, 0o600)
+			time.Sleep(time.Minute)
+		}
+	}
+}
+
+// recoverTx finishes the merge of a run whose helper was killed: the upper
+// layers are still in the run directory (unless they were in a budget
+// tmpfs, which died with the helper).
+func recoverTx(spec *TxSpec) *TxReport {
+	rep := &TxReport{}
+	var rec helperRecord
+	if err := readJSON(filepath.Join(spec.RunDir, helperFile), &rec); err != nil {
+		rep.Error = "no helper record: " + err.Error()
+		return rep
+	}
+	t := &txMounts{stageFD: -1, stateFD: -1, runFD: -1}
+	defer t.close()
+	var err error
+	if t.runFD, err = unix.Open(spec.RunDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+	t.stageFD = t.runFD
+	if t.stateFD, err = unix.Open(spec.StateDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+	if err := t.openRoots(outermost(spec.Roots)); err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+	for i := range t.roots {
+		r := &t.roots[i]
+		r.up = filepath.Join(map[bool]string{true: "u", false: "f"}[r.dir], strconv.Itoa(i))
+	}
+	var st unix.Stat_t
+	if spec.Size > 0 && unix.Fstatat(t.runFD, "u", &st, 0) != nil {
+		rep.Merge.Lost = append(rep.Merge.Lost, "the run was killed before its writes were merged, and they were in its memory-backed disk budget (--max-disk): they are gone")
+	}
+	if err := removeJournaled(filepath.Join(spec.RunDir, journalFile)); err != nil {
+		rep.Merge.Lost = append(rep.Merge.Lost, "journal: "+err.Error())
+	}
+	rep.Merge = mergeAppend(rep.Merge, t.merge(spec, rec.Clock))
+	finishTx(spec, t, rep)
+	return rep
+}
+
+func mergeAppend(a, b MergeReport) MergeReport {
+	b.Lost = append(a.Lost, b.Lost...)
+	return b
+}
+
+// runBwrap starts bubblewrap with the descriptors sbx passed, relays its
+// info descriptor, and waits for it and for the sandbox's init: once this
+// returns, nothing in the sandbox runs any more. SIGTERM, SIGINT or SIGHUP
+// (sbx gone, or a timeout) kill the sandbox; the merge still follows.
+func runBwrap(spec *TxSpec) int {
+	infoOut := os.NewFile(uintptr(spec.InfoFD), "info")
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: transaction helper: %v\n", err)
+		return ExitInitFailed
+	}
+	var extra []*os.File
+	for fd := 3; fd < 3+spec.NFiles; fd++ {
+		if fd == spec.InfoFD {
+			extra = append(extra, infoW)
+			continue
+		}
+		extra = append(extra, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
+	}
+	cmd := &exec.Cmd{
+		Path:        spec.Bwrap,
+		Args:        append([]string{"bwrap"}, spec.BwrapArgs...),
+		Env:         []string{},
+		Dir:         "/",
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		ExtraFiles:  extra,
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	exited, err := startOnLockedThread(cmd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: start bubblewrap: %v\n", err)
+		return ExitInitFailed
+	}
+	infoW.Close()
+	for _, f := range extra {
+		if f != infoW {
+			f.Close()
+		}
+	}
+	pidc := make(chan int, 1)
+	go func() {
+		defer infoOut.Close()
+		defer infoR.Close()
+		var info struct {
+			ChildPID int `json:"child-pid"`
+		}
+		if json.NewDecoder(io.TeeReader(infoR, infoOut)).Decode(&info) == nil {
+			pidc <- info.ChildPID
+		}
+		io.Copy(infoOut, infoR)
+	}()
+	return waitBwrap(cmd, exited, pidc, sigs)
+}
+
+// waitBwrap waits for bubblewrap and the sandbox's init. The init is known
+// by a pidfd from the moment its pid arrives, so no signal can reach a
+// process that reused its pid.
+func waitBwrap(cmd *exec.Cmd, exited <-chan error, pidc <-chan int, sigs <-chan os.Signal) int {
+	pidfd, killed := -1, false
+	defer func() {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+	}()
+	kill := func() {
+		killed = true
+		if pidfd >= 0 {
+			_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		}
+		_ = cmd.Process.Kill()
+	}
+	for {
+		select {
+		case pid := <-pidc:
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				pidfd = fd
+				if killed {
+					kill()
+				}
+			}
+		case <-sigs:
+			kill()
+		case <-exited:
+			st := cmd.ProcessState
+			ws, _ := st.Sys().(syscall.WaitStatus)
+			if killed || ws.Signaled() {
+				// bubblewrap did not wait for its child: the init dies of
+				// its parent-death signal; wait until it has.
+				if pidfd < 0 {
+					select {
+					case pid := <-pidc:
+						pidfd, _ = unix.PidfdOpen(pid, 0)
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+				waitGone(pidfd)
+			}
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return st.ExitCode()
+		}
+	}
+}
+
+// waitGone waits (a bounded time) until the process behind pidfd, the
+// sandbox's init, has exited: the kernel kills the rest of its pid
+// namespace before the init itself is gone.
+func waitGone(pidfd int) {
+	if pidfd < 0 {
+		return
+	}
+	_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for range 100 {
+		n, err := unix.Poll(fds, 100)
+		if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
+			return
+		}
+	}
+}

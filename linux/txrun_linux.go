@@ -1,0 +1,342 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// txCtl is sbx's side of the transaction helper: the control socket (the
+// spec goes out, the report comes back) and the helper's argv.
+type txCtl struct {
+	parent, child *os.File
+	argv          []string
+	spec          TxSpec
+}
+
+// newTxCtl prepares a helper call with spec; the helper finds its control
+// socket at descriptor 3+nfiles.
+func newTxCtl(exe string, spec TxSpec, nfiles int) (*txCtl, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("linux: transaction helper: %w", err)
+	}
+	return &txCtl{
+		parent: os.NewFile(uintptr(fds[0]), "tx-control"),
+		child:  os.NewFile(uintptr(fds[1]), "tx-control"),
+		argv:   []string{exe, TxHelperArg, strconv.Itoa(3 + nfiles)},
+		spec:   spec,
+	}, nil
+}
+
+// txSpec is the transaction of this run: its writable roots, its policy,
+// and where it stages and saves. It is written to the run directory before
+// the helper starts, so that a clean-up can finish what a killed helper
+// left.
+func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
+	spec := TxSpec{
+		Bwrap: bwrap, BwrapArgs: args, NFiles: nfiles, InfoFD: 4,
+		RunDir: r.runDir, StateDir: r.e.StateDir,
+		Size:       r.spec.Limits.MaxDisk,
+		Roots:      r.spec.FS.Writable,
+		Policy:     r.spec.FS,
+		Discard:    r.spec.Discard,
+		BestEffort: r.spec.Limits.BestEffort,
+	}
+	saved := spec
+	saved.BwrapArgs, saved.Bwrap = nil, ""
+	return spec, writeJSON(filepath.Join(r.runDir, txFile), saved)
+}
+
+// sysProcAttr puts the helper in a user namespace of its own (the caller's
+// uid and gid mapped to themselves) and a mount namespace, with
+// CAP_SYS_ADMIN there to mount the overlays (and CAP_DAC_OVERRIDE, which
+// overlayfs needs in its mode-0 work directory and the merge in
+// directories the command made unreadable; both hold only over files of
+// the caller's own uid). If sbx dies, the helper gets SIGTERM: it kills
+// the sandbox and still merges.
+func txSysProcAttr(a *syscall.SysProcAttr) {
+	uid, gid := os.Getuid(), os.Getgid()
+	a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.GidMappingsEnableSetgroups = false
+	if uid != 0 {
+		a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE}
+	}
+	a.Pdeathsig = syscall.SIGTERM
+}
+
+// exchange sends the spec and delivers the report (nil if none came).
+func (d *txCtl) exchange(out chan<- *TxReport) {
+	if err := json.NewEncoder(d.parent).Encode(&d.spec); err != nil {
+		out <- nil
+		return
+	}
+	var rep TxReport
+	if err := json.NewDecoder(d.parent).Decode(&rep); err != nil {
+		out <- nil
+		return
+	}
+	out <- &rep
+}
+
+// callHelper runs a helper that needs no bubblewrap (a probe, a recovery)
+// and returns its report.
+func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error) {
+	d, err := newTxCtl(exe, spec, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.parent.Close()
+	cmd := exec.CommandContext(ctx, exe, TxHelperArg, "3")
+	cmd.ExtraFiles = []*os.File{d.child}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	txSysProcAttr(cmd.SysProcAttr)
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		d.child.Close()
+		return nil, fmt.Errorf("cannot start the transaction helper in a user and mount namespace of its own: %w", err)
+	}
+	d.child.Close()
+	ch := make(chan *TxReport, 1)
+	d.exchange(ch)
+	rep := <-ch
+	werr := cmd.Wait()
+	if rep == nil {
+		return nil, fmt.Errorf("the transaction helper failed: %v %s", werr, strings.TrimSpace(out.String()))
+	}
+	return rep, nil
+}
+
+// txResult reads the helper's report into the result: a transaction that
+// could not be set up stops the run with an error (nothing ran).
+func (r *run) txResult() error {
+	rep := r.txRep
+	if rep == nil {
+		return fmt.Errorf("%w: the transaction helper exited without a report; the command's writes are kept in %s and the next run (or sbx doctor --clean) merges them", pipeline.ErrUnavailable, r.runDir)
+	}
+	if rep.Error != "" {
+		what := "the writable roots cannot be made transactional here"
+		if r.spec.Limits.MaxDisk > 0 {
+			what = "the disk budget (--max-disk) cannot be enforced here"
+		}
+		return fmt.Errorf("%w: %s: %s; sbx doctor explains", pipeline.ErrUnavailable, what, rep.Error)
+	}
+	if rep.Notice != "" {
+		r.res.Warnings = append(r.res.Warnings, "default limits not enforced: disk budget: "+rep.Notice)
+	}
+	r.res.Warnings = append(r.res.Warnings, rep.Warnings...)
+	r.res.Changes = changesOf(&rep.Merge, r.spec.Discard)
+	return nil
+}
+
+// changesOf turns a merge report into the result's changes.
+func changesOf(m *MergeReport, discarded bool) *pipeline.Changes {
+	c := &pipeline.Changes{Applied: m.Applied, Refused: m.Refused, Lost: m.Lost, Discarded: discarded,
+		Would: m.Would, WouldMore: m.WouldMore}
+	for _, k := range m.Conflicts {
+		c.Conflicts = append(c.Conflicts, pipeline.Conflict{Path: k.Path, Saved: k.Saved})
+	}
+	for _, s := range m.Skipped {
+		c.Notes = append(c.Notes, "not merged: "+s)
+	}
+	return c
+}
+
+// checkTx has the helper mount an overlay as a run would, in a namespace
+// of its own, and reports whether it could.
+func checkTx(ctx context.Context, exe string) Check {
+	c := Check{Name: "transactional writes"}
+	dir, err := os.MkdirTemp("", "sbx-doctor-tx-")
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer forceRemoveAll(dir)
+	rep, err := callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir})
+	switch {
+	case err != nil:
+		c.Detail = "writes cannot be staged: " + err.Error()
+		c.Fix = "allow unprivileged user namespaces (see the user namespaces check)"
+	case rep.Error != "":
+		c.Detail = "NO overlay can be mounted in a user namespace here, so no command can run: " + rep.Error
+		c.Fix = "a kernel with overlayfs mountable in a user namespace (5.11 or later) and a state directory on a file system with user extended attributes (ext4, xfs, btrfs; tmpfs from 6.6)"
+	default:
+		c.OK = true
+		c.Detail = "each writable root is an overlay; the command's writes reach the host through one checked merge when it ends"
+	}
+	return c
+}
+
+// checkBudget does the same with a disk budget (--max-disk).
+func checkBudget(ctx context.Context, exe string) Check {
+	c := Check{Name: "disk budget"}
+	dir, err := os.MkdirTemp("", "sbx-doctor-disk-")
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer forceRemoveAll(dir)
+	rep, err := callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir, Size: 1 << 20})
+	switch {
+	case err != nil:
+		c.Detail = "--max-disk: NOT enforceable here: " + err.Error()
+	case rep.Error != "":
+		c.Detail = "--max-disk: NOT enforceable here: " + rep.Error
+		c.Fix = "a kernel whose tmpfs has user extended attributes (6.6 or later)"
+	default:
+		c.OK = true
+		c.Detail = "--max-disk: the writes are staged in a size-limited tmpfs"
+	}
+	return c
+}
+
+// CleanReport says what [CleanStale] did.
+type CleanReport struct {
+	Runs []string `json:"runs"` // stale run directories removed
+	// Merged are the reports of killed runs whose writes were merged now
+	// (or whose merge had completed), by run directory.
+	Merged map[string]MergeReport `json:"merged,omitempty"`
+	Errors []string               `json:"errors,omitempty"`
+}
+
+// CleanStale finishes what killed runs of sbx left behind: a merge that
+// did not complete is completed (with exe, the sbx binary, as the helper),
+// temporaries are removed, and the run directories go. Runs whose sbx
+// still lives are skipped, and so are those whose helper (outliving a
+// killed sbx, it merges on its own) still lives after wait.
+func CleanStale(ctx context.Context, stateDir, exe string, wait time.Duration) (*CleanReport, error) {
+	rep := &CleanReport{Merged: map[string]MergeReport{}}
+	runs := filepath.Join(stateDir, "runs")
+	ents, err := os.ReadDir(runs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		dir := filepath.Join(runs, e.Name())
+		deadline := time.Now().Add(wait)
+		for busy(dir) && time.Now().Before(deadline) && !sbxAlive(dir) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if busy(dir) {
+			continue
+		}
+		if err := cleanRun(ctx, dir, e.Name(), exe, rep); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", dir, err))
+		}
+	}
+	if len(rep.Errors) > 0 {
+		return rep, fmt.Errorf("clean: %s", strings.Join(rep.Errors, "; "))
+	}
+	return rep, nil
+}
+
+// sbxAlive reports whether the sbx process of the run in dir lives.
+func sbxAlive(dir string) bool {
+	var rec record
+	return readJSON(filepath.Join(dir, recordFile), &rec) == nil && alive(rec.PID, rec.Start)
+}
+
+// busy reports whether the run in dir still has sbx or its helper alive,
+// or is being set up right now.
+func busy(dir string) bool {
+	var rec record
+	if err := readJSON(filepath.Join(dir, recordFile), &rec); err != nil {
+		return !staleEnough(dir)
+	}
+	if alive(rec.PID, rec.Start) {
+		return true
+	}
+	var h helperRecord
+	return readJSON(filepath.Join(dir, helperFile), &h) == nil && alive(h.PID, h.Start)
+}
+
+// cleanRun finishes one dead run.
+func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) error {
+	var rec record
+	_ = readJSON(filepath.Join(dir, recordFile), &rec)
+	if rec.NetDir != "" && strings.HasPrefix(filepath.Base(rec.NetDir), "sbx-net-") {
+		if err := os.RemoveAll(rec.NetDir); err != nil {
+			return err
+		}
+	}
+	if errs := removeStaleCgroups("sbx-" + name); len(errs) > 0 {
+		return errs[0]
+	}
+	var done TxReport
+	switch err := readJSON(filepath.Join(dir, reportFile), &done); {
+	case err == nil:
+		rep.Merged[dir] = done.Merge
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	case fileExists(filepath.Join(dir, helperFile)):
+		var spec TxSpec
+		if err := readJSON(filepath.Join(dir, txFile), &spec); err != nil {
+			return fmt.Errorf("the transaction of a killed run cannot be read: %w", err)
+		}
+		spec.Recover, spec.RunDir = true, dir
+		got, err := callHelper(ctx, exe, spec)
+		if err != nil {
+			return err
+		}
+		if got.Error != "" {
+			return errors.New(got.Error)
+		}
+		rep.Merged[dir] = got.Merge
+	}
+	if err := forceRemoveAll(dir); err != nil {
+		return err
+	}
+	rep.Runs = append(rep.Runs, dir)
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// staleEnough reports whether a run directory without a record is older
+// than its own setup could take, judged by the pid in its name.
+func staleEnough(dir string) bool {
+	parts := strings.SplitN(filepath.Base(dir), "-", 3)
+	if len(parts) < 2 {
+		return true
+	}
+	pid, err1 := strconv.Atoi(parts[0])
+	start, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return !alive(pid, start)
+}
+
+// txEnv is the helper's environment: nothing of sbx's own but the merge's
+// test hook (see pauseHook).
+func txEnv() []string {
+	if v := os.Getenv("SBX_TEST_MERGE_PAUSE"); v != "" {
+		return []string{"SBX_TEST_MERGE_PAUSE=" + v}
+	}
+	return []string{}
+}
