@@ -63,8 +63,3 @@ func GitEntry(rel string, dir bool) (ok, config bool, why string) {
 	}
 	return false, false, "not git's own data (objects, refs, index, logs …)"
 }
-
-// GitPointer reports whether a base name is .git: a .git that is not a
-// directory (a gitdir pointer file or a symbolic link) sends git to another
-// directory, and so to its hooks and config.
-func GitPointer(name string) bool { return name == ".git" }

@@ -161,17 +161,21 @@ func changesOf(m *MergeReport, discarded bool) *pipeline.Changes {
 	return c
 }
 
-// checkTx has the helper mount an overlay as a run would, in a namespace
-// of its own, and reports whether it could.
-func checkTx(ctx context.Context, exe string) Check {
-	c := Check{Name: "transactional writes"}
+// probeTx has the helper mount what a run would (an overlay; with size, a
+// disk budget too) in a namespace of its own.
+func probeTx(ctx context.Context, exe string, size int64) (*TxReport, error) {
 	dir, err := os.MkdirTemp("", "sbx-doctor-tx-")
 	if err != nil {
-		c.Detail = err.Error()
-		return c
+		return nil, err
 	}
 	defer forceRemoveAll(dir)
-	rep, err := callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir})
+	return callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir, Size: size})
+}
+
+// checkTx reports whether writes can be staged as a run stages them.
+func checkTx(ctx context.Context, exe string) Check {
+	c := Check{Name: "transactional writes"}
+	rep, err := probeTx(ctx, exe, 0)
 	switch {
 	case err != nil:
 		c.Detail = "writes cannot be staged: " + err.Error()
@@ -189,13 +193,7 @@ func checkTx(ctx context.Context, exe string) Check {
 // checkBudget does the same with a disk budget (--max-disk).
 func checkBudget(ctx context.Context, exe string) Check {
 	c := Check{Name: "disk budget"}
-	dir, err := os.MkdirTemp("", "sbx-doctor-disk-")
-	if err != nil {
-		c.Detail = err.Error()
-		return c
-	}
-	defer forceRemoveAll(dir)
-	rep, err := callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir, Size: 1 << 20})
+	rep, err := probeTx(ctx, exe, 1<<20)
 	switch {
 	case err != nil:
 		c.Detail = "--max-disk: NOT enforceable here: " + err.Error()
