@@ -430,3 +430,58 @@ func readJSONFile(p string, v any) error {
 	}
 	return json.Unmarshal(data, v)
 }
+
+// mountTmpfs mounts a tmpfs of size bytes at dir for the rest of the test
+// (it needs root; in CI its absence fails).
+func mountTmpfs(t *testing.T, dir string, size int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if inCI() {
+			t.Fatal("this test mounts file systems: run it as root")
+		}
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Fatalf("mount tmpfs at %s: %v", dir, err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+}
+
+// A double fault: the workspace is full and the state directory is too
+// small to save everything aside. What could be saved is saved whole,
+// what could not is named as lost, the run exits 122, and no truncated
+// copy stands anywhere.
+func TestDoubleFaultNothingLostSilently(t *testing.T) {
+	e := newEnv(t)
+	mountTmpfs(t, e.ws, 1<<20)
+	mountTmpfs(t, filepath.Join(e.home, ".local/state"), 1<<20)
+	if err := os.WriteFile(e.path("filler"), make([]byte, 1<<20-64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.sh(`head -c 2000000 /dev/zero > big; head -c 300000 /dev/zero > small`, "--max-disk", "16M", bypass)
+	if r.code != 122 {
+		t.Fatalf("exit %d, want 122 (changes not applied):\n%s", r.code, r.stderr)
+	}
+	if st, err := os.Stat(e.path("big")); err == nil {
+		t.Errorf("a %d-byte big stands in the workspace", st.Size())
+	}
+	if !strings.Contains(r.stderr, e.path("big")) || !strings.Contains(strings.ToLower(r.stderr), "lost") {
+		t.Errorf("stderr does not name big as lost:\n%s", r.stderr)
+	}
+	state := filepath.Join(e.home, ".local/state/sbx")
+	sizes := map[string]int64{"big": 2000000, "small": 300000}
+	filepath.Walk(state, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && sizes[fi.Name()] != 0 && fi.Size() != sizes[fi.Name()] {
+			t.Errorf("truncated copy saved: %s (%d bytes)", p, fi.Size())
+		}
+		return nil
+	})
+	if st, err := os.Stat(e.path("small")); err == nil && st.Size() != 300000 {
+		t.Errorf("truncated small in the workspace: %d bytes", st.Size())
+	} else if err != nil && !strings.Contains(r.stderr, "not applied: "+e.path("small")) {
+		t.Errorf("small is neither applied nor named as not applied:\n%s", r.stderr)
+	}
+}

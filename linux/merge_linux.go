@@ -82,10 +82,12 @@ type MergeReport struct {
 	WouldMore int      `json:"wouldMore,omitempty"`
 }
 
-// Conflict is a path both the command and someone on the host changed.
+// Conflict is a path both the command and someone on the host changed,
+// or (Why set) a change that could not be applied and was saved aside.
 type Conflict struct {
 	Path  string `json:"path"`
 	Saved string `json:"saved,omitempty"`
+	Why   string `json:"why,omitempty"`
 }
 
 const maxWould = 1000
@@ -335,7 +337,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	}
 	if err := m.place(up, host, name, st, s.path); err != nil {
 		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
-			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path + " (" + err.Error() + ")", Saved: saved})
+			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path, Saved: saved, Why: err.Error()})
 		} else {
 			m.lose(s.path, err)
 		}

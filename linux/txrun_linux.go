@@ -153,7 +153,7 @@ func changesOf(m *MergeReport, discarded bool) *pipeline.Changes {
 	c := &pipeline.Changes{Applied: m.Applied, Refused: m.Refused, Lost: m.Lost, Discarded: discarded,
 		Would: m.Would, WouldMore: m.WouldMore}
 	for _, k := range m.Conflicts {
-		c.Conflicts = append(c.Conflicts, pipeline.Conflict{Path: k.Path, Saved: k.Saved})
+		c.Conflicts = append(c.Conflicts, pipeline.Conflict(k))
 	}
 	for _, s := range m.Skipped {
 		c.Notes = append(c.Notes, "not merged: "+s)

@@ -29,10 +29,14 @@ type Changes struct {
 	Notes []string
 }
 
-// Conflict is a path both the command and someone on the host changed.
+// Conflict is a path both the command and someone on the host changed,
+// or (Why set) a change that could not be applied, saved aside instead.
 type Conflict struct {
 	Path  string `json:"path"`
 	Saved string `json:"saved,omitempty"`
+	// Why, when set, is why the change could not be applied (the host
+	// did not change it: the write failed, e.g. a full disk).
+	Why string `json:"why,omitempty"`
 }
 
 // Incomplete reports whether some of the command's changes are not on the
@@ -58,7 +62,9 @@ func (c *Changes) Lines() []string {
 		out = append(out, l)
 	}
 	for _, k := range c.Conflicts {
-		if k.Saved != "" {
+		if k.Why != "" {
+			out = append(out, fmt.Sprintf("not applied: %s (%s); the command's version is saved at %s", k.Path, k.Why, k.Saved))
+		} else if k.Saved != "" {
 			out = append(out, fmt.Sprintf("conflict: %s changed on the host during the run; the host's version is kept, the command's is saved at %s", k.Path, k.Saved))
 		} else {
 			out = append(out, fmt.Sprintf("conflict: %s changed on the host during the run; the host's version is kept (the command deleted it)", k.Path))

@@ -85,7 +85,7 @@ func (a *auditLog) changes(c *pipeline.Changes) {
 		a.enc.Encode(ev{now, "write-refused", r.Path, r.Kind, r.Rule, r.Why, r.Saved})
 	}
 	for _, k := range c.Conflicts {
-		a.enc.Encode(ev{Time: now, Event: "write-conflict", Path: k.Path, Saved: k.Saved})
+		a.enc.Encode(ev{Time: now, Event: "write-conflict", Path: k.Path, Why: k.Why, Saved: k.Saved})
 	}
 	for _, l := range c.Lost {
 		a.enc.Encode(ev{Time: now, Event: "write-lost", Why: l})
