@@ -88,6 +88,63 @@ func regexQuote(s string) string {
 	return b.String()
 }
 
+// globRegex turns an absolute doublestar pattern into a POSIX extended
+// regex that matches what the pattern matches and everything inside it:
+// a "/**" segment any directories (or none), another "**" anything, "*" and "?" within one
+// path segment, "{a,b}" alternatives, "[...]" a class ("[!...]" negated).
+func globRegex(glob string) string {
+	var b strings.Builder
+	b.WriteByte('^')
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; {
+		case strings.HasPrefix(glob[i:], "/**") && (i+3 == len(glob) || glob[i+3] == '/'):
+			b.WriteString("(/.*)?") // a whole segment: any directories, or none
+			i += 2
+		case strings.HasPrefix(glob[i:], "**"):
+			b.WriteString(".*")
+			i++
+		case c == '*':
+			b.WriteString("[^/]*")
+		case c == '?':
+			b.WriteString("[^/]")
+		case c == '{':
+			b.WriteByte('(')
+		case c == '}':
+			b.WriteByte(')')
+		case c == ',' && strings.Count(glob[:i], "{") > strings.Count(glob[:i], "}"):
+			b.WriteByte('|')
+		case c == '[':
+			j := strings.IndexByte(glob[i+1:], ']')
+			if j < 0 {
+				b.WriteString(`\[`)
+				continue
+			}
+			class := glob[i+1 : i+1+j]
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += j + 1
+		case c == '\\' && i+1 < len(glob):
+			i++
+			quoteByte(&b, glob[i])
+		default:
+			quoteByte(&b, c)
+		}
+	}
+	b.WriteString("(/.*)?$")
+	return b.String()
+}
+
+// quoteByte writes c, escaped when it is an extended-regex metacharacter
+// (bytes of a multi-byte character pass through as they are).
+func quoteByte(b *strings.Builder, c byte) {
+	if strings.IndexByte(`\.+*?()|[]{}^$`, c) >= 0 {
+		b.WriteByte('\\')
+	}
+	b.WriteByte(c)
+}
+
 // profile accumulates rules; each call adds one top-level form.
 type profile struct {
 	b     strings.Builder
@@ -206,6 +263,11 @@ func Profile(in ProfileInput) (string, error) {
 	p.rule("allow", "file-write*", w)
 	p.raw(`(allow file-ioctl (literal "/dev/tty") (regex "^/dev/ttys[0-9]+$"))`)
 	p.rule("deny", "file-write*", subpaths(in.FS.DenyWrite))
+	var globs [][2]string
+	for _, g := range in.FS.DenyWriteGlobs {
+		globs = append(globs, [2]string{"regex", globRegex(g.Path)})
+	}
+	p.rule("deny", "file-write*", globs)
 	p.comment("protected names, at any depth of every writable root, existing or not")
 	var prot [][2]string
 	for _, r := range in.FS.Writable {

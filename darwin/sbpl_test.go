@@ -23,12 +23,13 @@ func everyKey() ProfileInput {
 	}
 	return ProfileInput{
 		FS: &fsrules.Policy{
-			Workspace:  "/Users/dev/proj",
-			Writable:   []fsrules.Path{p("/Users/dev/proj", true), p("/Users/dev/.cache/go", true), p("/Users/dev/notes.txt", false)},
-			ExactAllow: []string{"/Users/dev/proj/.envrc"},
-			DenyWrite:  []fsrules.Path{p("/Users/dev/proj/vendor", true), {Path: "/Users/dev/proj/new", Origin: "t"}},
-			DenyRead:   []fsrules.Path{p("/Users/dev/.ssh", true), p("/Users/dev/proj/.env", false)},
-			AllowRead:  []fsrules.Path{p("/Users/dev/.ssh/known_hosts", false)},
+			Workspace:      "/Users/dev/proj",
+			Writable:       []fsrules.Path{p("/Users/dev/proj", true), p("/Users/dev/.cache/go", true), p("/Users/dev/notes.txt", false)},
+			ExactAllow:     []string{"/Users/dev/proj/.envrc"},
+			DenyWrite:      []fsrules.Path{p("/Users/dev/proj/vendor", true), {Path: "/Users/dev/proj/new", Origin: "t"}},
+			DenyWriteGlobs: []fsrules.Path{{Path: "/Users/dev/proj/**/.env", Origin: "Edit(.env)"}},
+			DenyRead:       []fsrules.Path{p("/Users/dev/.ssh", true), p("/Users/dev/proj/.env", false)},
+			AllowRead:      []fsrules.Path{p("/Users/dev/.ssh/known_hosts", false)},
 		},
 		TmpDir:       "/private/var/folders/xy/T/sbx-run",
 		ProxyPort:    40123,

@@ -85,8 +85,12 @@ type Policy struct {
 	// they stay writable.
 	ExactAllow []string `json:"exactAllow,omitempty"`
 	DenyWrite  []Path   `json:"denyWrite,omitempty"`
-	DenyRead   []Path   `json:"denyRead,omitempty"`
-	AllowRead  []Path   `json:"allowRead,omitempty"`
+	// DenyWriteGlobs are denyWrite patterns with wildcards, absolute: the
+	// paths matching them at start are in DenyWrite; [Policy.Check] refuses
+	// every later change that matches one (or lies inside a match).
+	DenyWriteGlobs []Path `json:"denyWriteGlobs,omitempty"`
+	DenyRead       []Path `json:"denyRead,omitempty"`
+	AllowRead      []Path `json:"allowRead,omitempty"`
 	// Self are sbx's own files and directories: see [Input.Self].
 	Self     []Path   `json:"self,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -213,7 +217,12 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 				return nil, &PatternError{Rule: r, Msg: "bad pattern: " + err.Error()}
 			}
 			slices.Sort(paths)
-			c.warnf("%s: %s %q has wildcards: it covers the %d paths that exist now, not paths created later", r.Origin, list, r.Pattern, len(paths))
+			if list == "denyWrite" {
+				// Paths created later are refused at the merge.
+				c.pol.DenyWriteGlobs = append(c.pol.DenyWriteGlobs, Path{Path: abs, Origin: r.Origin})
+			} else {
+				c.warnf("%s: %s %q has wildcards: it covers the %d paths that exist now, not paths created later", r.Origin, list, r.Pattern, len(paths))
+			}
 		}
 		for _, p := range paths {
 			rp, exists, err := c.host.resolve(p)

@@ -3,6 +3,8 @@ package fsrules
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // ChangeKind is what a change does to a host entry.
@@ -75,6 +77,9 @@ func (p *Policy) Check(c *Change) *Refusal {
 			return refuse("denyWrite", "denyWrite "+d.Path+" ("+d.Origin+")")
 		}
 	}
+	if g := p.matchDenyGlob(c); g != nil {
+		return refuse("denyWrite", "denyWrite "+g.Path+" ("+g.Origin+")")
+	}
 	for _, a := range p.ExactAllow {
 		if Within(c.Path, a) {
 			return nil
@@ -122,6 +127,24 @@ func (p *Policy) replacesAncestor(c *Change, prot string) bool {
 		return false
 	}
 	return c.Kind == Delete || !c.Dir
+}
+
+// matchDenyGlob returns the denyWrite pattern that the changed path, or
+// one of its ancestors, matches. (A deleted or replaced ancestor of a match
+// is refused through DenyWrite, which holds every match at start; a match
+// created during the run is a change of its own.)
+func (p *Policy) matchDenyGlob(c *Change) *Path {
+	for i, g := range p.DenyWriteGlobs {
+		for q := c.Path; ; q = filepath.Dir(q) {
+			if ok, _ := doublestar.Match(g.Path, q); ok {
+				return &p.DenyWriteGlobs[i]
+			}
+			if q == "/" || q == "." {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // protectedBelow names the protected component of path below its writable

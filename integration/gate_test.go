@@ -165,3 +165,34 @@ func TestReadToolHonoursDenyRead(t *testing.T) {
 		t.Errorf("re-opened file not readable: %s", r.stdout)
 	}
 }
+
+// A Read or Edit rule means the same at the gate and in the sandbox: the
+// gate denies `cat sub/.env` for Read(./.env), so a program that opens
+// sub/.env itself must not read it either; an Edit deny with a wildcard
+// covers files created during the run, not only those that existed.
+func TestSandboxEnforcesWhatTheGateDenies(t *testing.T) {
+	e := newEnv(t)
+	e.write(".sbx/settings.json", `{"permissions": {"deny": ["Read(./.env)", "Edit(conf/*.yaml)"]}}`)
+	e.write("sub/.env", "TOKEN=SECRET-IN-SUB")
+	e.write("conf/old.yaml", "old")
+	r := e.sbx("check", "--json", "--tool", "Bash", "--input", `{"command":"cat sub/.env"}`)
+	if !strings.Contains(r.stdout, `"deny"`) {
+		t.Fatalf("gate: %s %s", r.stdout, r.stderr)
+	}
+	// awk opens the file itself: the gate does not see it.
+	r = e.sbx("run", "--", "awk", `BEGIN { while ((getline l < "sub/.env") > 0) print l; print "ran" }`)
+	if strings.Contains(r.stdout, "SECRET-IN-SUB") || !strings.Contains(r.stdout, "ran") {
+		t.Errorf("read sub/.env in the sandbox, or did not run: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = e.sbx("run", "--", "awk", `BEGIN { print "ok" > "conf/notes.txt"; print "new" > "conf/new.yaml"; print "changed" > "conf/old.yaml" }`)
+	assertAbsent(t, e.path("conf/new.yaml"))
+	if b, _ := os.ReadFile(e.path("conf/old.yaml")); string(b) != "old" {
+		t.Errorf("conf/old.yaml = %q on the host, want it unchanged", b)
+	}
+	if b, _ := os.ReadFile(e.path("conf/notes.txt")); string(b) != "ok\n" {
+		t.Errorf("conf/notes.txt = %q, want the allowed write applied (stderr %q)", b, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "conf/new.yaml") {
+		t.Errorf("the refused file is not named: %q", r.stderr)
+	}
+}

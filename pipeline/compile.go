@@ -108,47 +108,31 @@ func NetInput(s *settings.Settings, flags NetFlags, interactive bool) (*NetPolic
 
 // permissionPaths adds the paths of permission rules to the sandbox lists,
 // as Claude Code does: Edit allow rules join allowWrite, Edit deny rules
-// denyWrite, Read deny rules denyRead. Their anchors are the permission
-// rules' own ("/path" is relative to the settings file's base). Patterns
-// with wildcards other than a trailing "/**" are left to the permission
-// layer for the write lists; a bare name ("Read(.env)") denies reading it
-// at any depth of the workspace (what exists at start).
+// denyWrite, Read deny rules denyRead. Each rule is parsed and anchored by
+// the gate's own parser ([ParseRule]), so the sandbox enforces at least
+// what the gate denies for the same rule: Read(.env) and Read(./.env) hide
+// .env at any depth of the workspace in both. Deny patterns with wildcards
+// cover what exists at start, and fsrules checks later writes against them
+// at the merge; allow patterns with wildcards cannot make anything
+// writable and are left to the permission layer (fsrules warns).
 func permissionPaths(s *settings.Settings, cwd string, in *fsrules.Input) {
 	for _, pr := range s.Perm.Rules {
-		raw := strings.TrimSpace(pr.Rule)
-		tool, spec, ok := strings.Cut(raw, "(")
-		if !ok || !strings.HasSuffix(spec, ")") || (tool != "Read" && tool != "Edit") {
-			continue
+		r, _, err := ParseRule(pr, s.Home)
+		if err != nil || r == nil || r.pathRule == nil {
+			continue // the gate reports a bad rule; it never widens the sandbox
 		}
-		spec = strings.TrimSuffix(spec, ")")
 		var list *[]fsrules.Rule
 		switch {
-		case tool == "Read" && pr.Behavior == "deny":
+		case r.Tool == "Read" && r.Behavior == BehaviorDeny:
 			list = &in.DenyRead
-		case tool == "Edit" && pr.Behavior == "deny":
+		case r.Tool == "Edit" && r.Behavior == BehaviorDeny:
 			list = &in.DenyWrite
-		case tool == "Edit" && pr.Behavior == "allow":
+		case r.Tool == "Edit" && r.Behavior == BehaviorAllow:
 			list = &in.AllowWrite
 		default:
 			continue
 		}
-		p := strings.TrimSuffix(strings.TrimSuffix(spec, "/**"), "/")
-		var abs string
-		switch {
-		case strings.HasPrefix(p, "//"):
-			abs = "/" + strings.TrimLeft(p, "/")
-		case strings.HasPrefix(p, "~/") || p == "~":
-			abs = p // fsrules anchors ~ itself
-		case strings.HasPrefix(p, "/"):
-			abs = filepath.Join(settingsBase(pr, cwd), p)
-		case !strings.Contains(strings.TrimPrefix(p, "./"), "/") && !strings.HasPrefix(p, "./"):
-			abs = filepath.Join(cwd, "**", p)
-		default:
-			abs = filepath.Join(cwd, strings.TrimPrefix(p, "./"))
-		}
-		if list != &in.DenyRead && strings.ContainsAny(abs, "*?[") {
-			continue
-		}
+		abs := strings.TrimSuffix(r.pathRule.resolved(settingsBase(pr, cwd), cwd), "/**")
 		*list = append(*list, fsrules.Rule{Pattern: abs, BaseDir: cwd, Origin: pr.Where()})
 	}
 }

@@ -75,16 +75,9 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 		return fail("not valid UTF-8")
 	}
 	r = &Rule{Raw: raw, Behavior: Behavior(pr.Behavior), Src: pr}
-	if i := strings.IndexByte(raw, '('); i >= 0 {
-		if !strings.HasSuffix(raw, ")") {
-			return fail("missing closing parenthesis")
-		}
-		r.Tool, r.Spec, r.HasSpec = raw[:i], raw[i+1:len(raw)-1], true
-	} else {
-		r.Tool = raw
-	}
-	if r.Tool == "" || strings.ContainsAny(r.Tool, " ()") {
-		return fail("bad tool name")
+	var err2 error
+	if r.Tool, r.Spec, r.HasSpec, err2 = settings.SplitRule(raw); err2 != nil {
+		return fail(err2.Error())
 	}
 	if canon, ok := toolAliases[r.Tool]; ok {
 		r.Tool = canon

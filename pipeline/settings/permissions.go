@@ -258,3 +258,24 @@ func (p *Permissions) HasRule(behavior, rule string) bool {
 		return r.Behavior == behavior && strings.TrimSpace(r.Rule) == rule
 	})
 }
+
+// SplitRule splits a permission rule into its tool name and specifier:
+// "Tool" or "Tool(specifier)". It is the only parser of the rule grammar;
+// the gate, the sandbox compiler and the settings loader all call it.
+// Surrounding space is trimmed; the specifier is returned as written.
+func SplitRule(raw string) (tool, spec string, hasSpec bool, err error) {
+	raw = strings.TrimSpace(raw)
+	i := strings.IndexByte(raw, '(')
+	if i < 0 {
+		tool = raw
+	} else {
+		if !strings.HasSuffix(raw, ")") {
+			return "", "", false, fmt.Errorf("missing closing parenthesis")
+		}
+		tool, spec, hasSpec = raw[:i], raw[i+1:len(raw)-1], true
+	}
+	if tool == "" || strings.ContainsAny(tool, " ()") {
+		return "", "", false, fmt.Errorf("bad tool name")
+	}
+	return tool, spec, hasSpec, nil
+}

@@ -584,11 +584,12 @@ func (s *Settings) webFetchRules(f *File) {
 			if e.Kind != KindString {
 				continue
 			}
-			d, ok := strings.CutPrefix(strings.TrimSpace(e.Str), "WebFetch(domain:")
-			if !ok || !strings.HasSuffix(d, ")") {
+			tool, spec, _, err := SplitRule(e.Str)
+			d, ok := strings.CutPrefix(spec, "domain:")
+			if err != nil || tool != "WebFetch" || !ok {
 				continue
 			}
-			d = strings.TrimSpace(strings.TrimSuffix(d, ")"))
+			d = strings.TrimSpace(d)
 			if d == "" || d == "*" {
 				continue
 			}

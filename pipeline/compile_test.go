@@ -1,0 +1,47 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// The sandbox lists come from the gate's own parse of each rule, so the
+// two agree on anchors and depth.
+func TestPermissionPathsUseTheGatesAnchors(t *testing.T) {
+	tests := []struct {
+		rule, behavior string
+		list           string // "denyRead", "denyWrite", "allowWrite", "" for none
+		pattern        string
+	}{
+		{"Read(.env)", "deny", "denyRead", "/p/**/.env"},
+		{"Read(./.env)", "deny", "denyRead", "/p/**/.env"},
+		{"Read(./sub/.env)", "deny", "denyRead", "/p/sub/.env"},
+		{"Read(//etc/shadow)", "deny", "denyRead", "/etc/shadow"},
+		{"Read(~/.aws/**)", "deny", "denyRead", "/home/u/.aws"},
+		{"Edit(src/**)", "deny", "denyWrite", "/p/**/src"}, // any depth for deny
+		{"Edit(src/**)", "allow", "allowWrite", "/p/src"},  // only <cwd>/src for allow
+		{"Edit(/build/)", "allow", "allowWrite", "/p/build"},
+		{"Read(.env)", "ask", "", ""},
+		{"Read(x", "deny", "", ""}, // unparseable: the gate refuses it
+		{"Bash(rm *)", "deny", "", ""},
+	}
+	for _, tt := range tests {
+		st := &settings.Settings{Home: "/home/u"}
+		st.Perm.Rules = []settings.PermRule{{Rule: tt.rule, Behavior: tt.behavior}}
+		var in fsrules.Input
+		permissionPaths(st, "/p", &in)
+		lists := map[string][]fsrules.Rule{"denyRead": in.DenyRead, "denyWrite": in.DenyWrite, "allowWrite": in.AllowWrite}
+		n := len(in.DenyRead) + len(in.DenyWrite) + len(in.AllowWrite)
+		if tt.list == "" {
+			if n != 0 {
+				t.Errorf("%s %s: added %+v, want nothing", tt.behavior, tt.rule, in)
+			}
+			continue
+		}
+		if l := lists[tt.list]; n != 1 || len(l) != 1 || l[0].Pattern != tt.pattern {
+			t.Errorf("%s %s: %+v, want %s %s", tt.behavior, tt.rule, in, tt.list, tt.pattern)
+		}
+	}
+}
