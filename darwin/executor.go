@@ -8,7 +8,6 @@ import (
 	"context"
 	"net/netip"
 
-	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/proxy"
 )
@@ -29,14 +28,6 @@ type Executor struct {
 	// Resolve replaces the system resolver in the proxy; nil means the
 	// system resolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// Secrets are the masked credentials the proxy injects for their hosts.
-	Secrets []*creds.Secret
-	// UnixSockets may be connected to (sandbox.network.allowUnixSockets).
-	UnixSockets []string
-	// LocalBinding allows bind/listen on localhost (allowLocalBinding).
-	LocalBinding bool
-	// TrustdLookup allows com.apple.trustd.agent (enableWeakerNetworkIsolation).
-	TrustdLookup bool
 	// Violations, when set, receives the operations the sandbox denied, read
 	// from the unified log (`log stream`) while the command runs: best
 	// effort, as the log may drop or delay messages.

@@ -52,7 +52,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
 		return nil, err
 	}
-	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: e.UnixSockets, LocalBinding: e.LocalBinding, TrustdLookup: e.TrustdLookup}
+	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
 	marker := "TMPDIR=" + tmp + "/"
 	env := append(append([]string(nil), s.Env...), marker)
 	if s.Net != nil {
@@ -63,22 +63,17 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		tok := make([]byte, 16)
 		rand.Read(tok)
 		token := hex.EncodeToString(tok)
-		srv := &proxy.Server{Rules: s.Net.Rules, Strict: s.Net.Strict, Ask: e.Ask, Resolve: e.Resolve,
-			Audit: e.Audit, Secrets: e.Secrets, Token: token}
-		for _, sec := range e.Secrets {
-			if sec.Placeholder != "" && len(sec.Hosts) > 0 {
-				ca, err := proxy.NewCA()
-				if err != nil {
-					return nil, err
-				}
-				caFile, bundle := filepath.Join(tmp, "sbx-ca.pem"), filepath.Join(tmp, "sbx-bundle.pem")
-				os.WriteFile(caFile, ca.PEM, 0o644)
-				os.WriteFile(bundle, ca.Bundle(), 0o644)
-				srv.CA = ca
-				env = proxy.TrustEnv(env, caFile, bundle)
-				break
-			}
+		trust, err := proxy.NewTrust(tmp, s.Secrets)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("darwin: %w", err)
 		}
+		srv := &proxy.Server{Rules: s.Net.Rules, Strict: s.Net.Strict, Ask: e.Ask, Resolve: e.Resolve,
+			Audit: e.Audit, Secrets: s.Secrets, Token: token}
+		if trust != nil {
+			srv.CA = trust.CA
+		}
+		env = trust.Env(env)
 		go srv.Serve(ln)
 		defer srv.Close()
 		in.ProxyPort = ln.Addr().(*net.TCPAddr).Port

@@ -119,11 +119,10 @@ func TestHTTPSInjectionThroughTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := e.executor()
-	ex.Secrets = masked.Secrets
 	ex.UpstreamRoots = x509.NewCertPool()
 	ex.UpstreamRoots.AddCert(srv.Certificate())
 	spec := e.spec(t, fmt.Sprintf(`echo "seen: $SERVICE_TOKEN"; curl -fsS -m 5 --noproxy '' -H "Authorization: Bearer $SERVICE_TOKEN" https://127.0.0.1:%d/`, port), "127.0.0.1")
-	spec.Env = masked.Env
+	spec.Env, spec.Secrets = masked.Env, masked.Secrets
 	var out bytes.Buffer
 	if _, err := ex.Run(context.Background(), spec, pipeline.Stdio{Stdout: &out, Stderr: &out}); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -55,10 +54,6 @@ type Executor struct {
 	// Resolve replaces the system resolver in the proxy (tests, embedders);
 	// nil means the system resolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// Secrets are the masked credentials: the proxy swaps their
-	// placeholders for the real values in requests to their bound hosts
-	// only, and blocks a placeholder sent anywhere else.
-	Secrets []*creds.Secret
 	// UpstreamRoots verifies the real servers behind terminated TLS; nil
 	// means the system roots.
 	UpstreamRoots *x509.CertPool
@@ -185,7 +180,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		EmptyFile:    filepath.Join(runDir, emptyFile),
 		Exe:          exe,
 		ProxySocket:  r.proxySocket,
-		ExtraROBinds: nonEmpty(r.caFile, r.bundleFile),
+		ExtraROBinds: r.trust.Files(),
 		TmpSize:      s.Limits.MaxTmp,
 		BudgetStage:  r.budgetStage,
 		StateDir:     e.StateDir,
@@ -254,9 +249,9 @@ type run struct {
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
-	// caFile and bundleFile are the per-run CA and the trust bundle, when
-	// TLS is terminated for bound credentials.
-	caFile, bundleFile string
+	// trust is the per-run CA and its files, when TLS is terminated for
+	// bound credentials.
+	trust *proxy.Trust
 	// cg holds the run's cgroups when limits need them; cgErr is set if
 	// the command could not join them (it is then never run), cgWarn
 	// instead when the limits were best-effort defaults.
@@ -294,23 +289,13 @@ func (r *run) startProxy() error {
 		return fmt.Errorf("linux: proxy socket: %w", err)
 	}
 	// TLS termination only when a masked credential is bound to a host:
-	// a per-run CA whose key stays in memory; its certificate (and a bundle
-	// of the system roots plus it) are bound into the sandbox.
+	// the CA's certificate and bundle are bound into the sandbox.
+	if r.trust, err = proxy.NewTrust(dir, r.spec.Secrets); err != nil {
+		return fmt.Errorf("linux: %w", err)
+	}
 	var ca *proxy.CA
-	for _, s := range r.e.Secrets {
-		if s.Placeholder != "" && len(s.Hosts) > 0 {
-			if ca, err = proxy.NewCA(); err != nil {
-				return fmt.Errorf("linux: per-run CA: %w", err)
-			}
-			r.caFile, r.bundleFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "bundle.pem")
-			if err := os.WriteFile(r.caFile, ca.PEM, 0o644); err != nil {
-				return err
-			}
-			if err := os.WriteFile(r.bundleFile, ca.Bundle(), 0o644); err != nil {
-				return err
-			}
-			break
-		}
+	if r.trust != nil {
+		ca = r.trust.CA
 	}
 	r.proxy = &proxy.Server{
 		CA:            ca,
@@ -320,7 +305,7 @@ func (r *run) startProxy() error {
 		Ask:           r.e.Ask,
 		Resolve:       r.e.Resolve,
 		Audit:         r.e.Audit,
-		Secrets:       r.e.Secrets,
+		Secrets:       r.spec.Secrets,
 	}
 	go r.proxy.Serve(ln)
 	if r.e.OnProxyStart != nil {
@@ -348,16 +333,6 @@ func (r *run) cleanup() {
 	if err := forceRemoveAll(r.runDir); err != nil {
 		r.res.Warnings = append(r.res.Warnings, err.Error())
 	}
-}
-
-func nonEmpty(ss ...string) []string {
-	var out []string
-	for _, s := range ss {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // reachesHostLoopback reports whether a rule lets the sandbox reach the
@@ -402,9 +377,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	if r.proxy != nil {
 		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
 		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort, reachesHostLoopback(r.spec.Net.Rules))
-		if r.caFile != "" {
-			init.Env = proxy.TrustEnv(init.Env, r.caFile, r.bundleFile)
-		}
+		init.Env = r.trust.Env(init.Env)
 	}
 	specData, err := json.Marshal(init)
 	if err != nil {

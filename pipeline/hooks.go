@@ -57,9 +57,8 @@ func RunCommandHook(ctx context.Context, h settings.HookHandler, input []byte, e
 	}
 	cmd.Dir, cmd.Env = dir, env
 	cmd.Stdin = bytes.NewReader(input)
-	var stdout, stderr limitedBuffer
-	stdout.max, stderr.max = maxHookOutput, maxHookOutput
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := NewCapBuffer(maxHookOutput), NewCapBuffer(maxHookOutput)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
@@ -78,18 +77,6 @@ func RunCommandHook(ctx context.Context, h settings.HookHandler, input []byte, e
 		res.ExitCode, res.Err = 127, err
 	}
 	return res
-}
-
-type limitedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }
 
 var exactMatcher = regexp.MustCompile(`^[A-Za-z0-9_\- ,|]*$`)

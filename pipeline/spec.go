@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/netrules"
 )
@@ -31,6 +32,43 @@ type Spec struct {
 	// Discard runs the command and reports what it would have changed in
 	// its writable roots, applying nothing.
 	Discard bool
+	// Secrets are the masked credentials (the command's Env holds their
+	// placeholders): the proxy swaps a placeholder for the real value in
+	// requests to its bound hosts only, and blocks it anywhere else.
+	Secrets []*creds.Secret
+	// Platform holds the keys only some backends honour.
+	Platform Platform
+}
+
+// Platform are settings only some backends honour; a backend that cannot
+// honour one that is set ignores it only where that is stricter, and says
+// so ([Platform.Unsupported]).
+type Platform struct {
+	// UnixSockets may be connected to (sandbox.network.allowUnixSockets;
+	// macOS).
+	UnixSockets []string
+	// LocalBinding allows bind/listen on localhost
+	// (sandbox.network.allowLocalBinding; macOS).
+	LocalBinding bool
+	// WeakerNetworkIsolation allows the TLS trust service
+	// (sandbox.enableWeakerNetworkIsolation; macOS).
+	WeakerNetworkIsolation bool
+}
+
+// Unsupported names the platform keys that are set, for a backend that
+// honours none of them (each is then ignored, which is stricter).
+func (p Platform) Unsupported() []string {
+	var out []string
+	if len(p.UnixSockets) > 0 {
+		out = append(out, "sandbox.network.allowUnixSockets")
+	}
+	if p.LocalBinding {
+		out = append(out, "sandbox.network.allowLocalBinding")
+	}
+	if p.WeakerNetworkIsolation {
+		out = append(out, "sandbox.enableWeakerNetworkIsolation")
+	}
+	return out
 }
 
 // Limits are resource limits for one run. A limit a backend cannot enforce

@@ -70,6 +70,10 @@ type Runner struct {
 	FS  *fsrules.Policy
 	Net *NetPolicy
 	Env []string
+	// Secrets are the masked credentials behind Env's placeholders, and
+	// Platform the platform-only keys: both go into every Spec.
+	Secrets  []*creds.Secret
+	Platform Platform
 	// Prompt answers an "ask"; nil leaves it denied (a session that cannot
 	// prompt was already resolved by the gate).
 	Prompt Prompter
@@ -151,26 +155,9 @@ func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
 	if b, _ := call.m["run_in_background"].(bool); b {
 		return errResult(tu.ID, "InputValidationError: run_in_background is not supported by sbx: run the command in the foreground")
 	}
-	v, err := r.Gate.Decide(ctx, call)
+	v, err := r.Decide(ctx, call)
 	if err != nil {
 		return errResult(tu.ID, "Error: "+err.Error())
-	}
-	if v.Decision == DecisionAsk {
-		if r.sessionApproved(call) {
-			v.Decision, v.Reason, v.Source = DecisionAllow, "approved earlier in this session", "session"
-		} else if r.Prompt != nil {
-			allow, session := r.Prompt(call, v)
-			if allow {
-				v.Decision, v.Reason, v.Source = DecisionAllow, "approved at the prompt", "prompt"
-				if session {
-					r.approve(call)
-				}
-			} else {
-				v.Decision, v.Reason = DecisionDeny, "refused at the prompt"
-			}
-		} else {
-			v.Decision, v.Reason = DecisionDeny, v.Reason+"; no one was asked"
-		}
 	}
 	if v.Decision != DecisionAllow {
 		res := errResult(tu.ID, fmt.Sprintf("Permission to use %s has been denied. %s", name, v.Reason))
@@ -239,6 +226,33 @@ func (r *Runner) runRead(call *Call) *ToolResult {
 	return &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(b.String(), MaxOutputChars)}
 }
 
+// Decide runs the gate for a call and settles an "ask": approved earlier
+// in this session, answered by Prompt, or denied when no one can be asked.
+// The verdict is never "ask".
+func (r *Runner) Decide(ctx context.Context, call *Call) (*Verdict, error) {
+	v, err := r.Gate.Decide(ctx, call)
+	if err != nil || v.Decision != DecisionAsk {
+		return v, err
+	}
+	switch {
+	case r.sessionApproved(call):
+		v.Decision, v.Reason, v.Source = DecisionAllow, "approved earlier in this session", "session"
+	case r.Prompt != nil:
+		allow, session := r.Prompt(call, v)
+		if !allow {
+			v.Decision, v.Reason = DecisionDeny, v.Reason+"; refused at the prompt"
+			break
+		}
+		v.Decision, v.Reason, v.Source = DecisionAllow, "approved at the prompt", "prompt"
+		if session {
+			r.approve(call)
+		}
+	default:
+		v.Decision, v.Reason = DecisionDeny, v.Reason+"; no one was asked"
+	}
+	return v, nil
+}
+
 func (r *Runner) sessionApproved(call *Call) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -274,15 +288,15 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	if _, err := os.Stat(shell); err != nil {
 		shell = "/bin/sh"
 	}
-	var stdout, stderr capBuffer
-	stdout.max, stderr.max = 4*maxOut, 4*maxOut
-	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits, Discard: r.Discard}
+	stdout, stderr := NewCapBuffer(4*maxOut), NewCapBuffer(4*maxOut)
+	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits, Discard: r.Discard,
+		Secrets: r.Secrets, Platform: r.Platform}
 	if !v.Sandboxed {
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
 	}
 	start := time.Now()
-	res, err := r.Executor.Run(ctx, spec, Stdio{Stdout: &stdout, Stderr: &stderr})
-	out := &BashOutput{Stdout: stdout.String(), Stderr: stderr.String(), Sandboxed: true, Verdict: v}
+	res, err := r.Executor.Run(ctx, spec, Stdio{Stdout: stdout, Stderr: stderr})
+	out := &BashOutput{Stdout: capped(stdout), Stderr: capped(stderr), Sandboxed: true, Verdict: v}
 	if err != nil {
 		msg := "Error: the sandbox could not run the command: " + err.Error()
 		if errors.Is(err, ErrUnavailable) {
@@ -372,7 +386,12 @@ func (r *Runner) postHooks(ctx context.Context, event string, call *Call, out *B
 					UpdatedToolOutput json.RawMessage `json:"updatedToolOutput"`
 				} `json:"hookSpecificOutput"`
 			}
-			if json.Unmarshal(bytes.TrimSpace(hr.Stdout), &o) != nil {
+			trimmed := bytes.TrimSpace(hr.Stdout)
+			if len(trimmed) == 0 || trimmed[0] != '{' {
+				continue // plain text, as for PreToolUse: not a decision
+			}
+			if err := json.Unmarshal(trimmed, &o); err != nil {
+				extra = append(extra, fmt.Sprintf("[sbx: a %s hook printed invalid JSON (%v); ignored]", event, err))
 				continue
 			}
 			if o.Decision == "block" && o.Reason != "" {
@@ -426,34 +445,12 @@ func capOutput(s string, max int) string {
 	return string(r[:keep]) + fmt.Sprintf("\n\n... [%d characters cut] ...\n\n", cut) + string(r[n-keep:])
 }
 
-// capBuffer keeps at most max bytes of a stream and counts the rest.
-type capBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	max     int
-	dropped int
-}
-
-func (b *capBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.max - b.buf.Len()
-	if room > 0 {
-		b.buf.Write(p[:min(room, len(p))])
+// capped returns what b kept, with a note of what it dropped.
+func capped(b *CapBuffer) string {
+	if n := b.Dropped(); n > 0 {
+		return string(b.Bytes()) + fmt.Sprintf("\n[sbx: %d more bytes of output were discarded]", n)
 	}
-	if len(p) > room {
-		b.dropped += len(p) - max(room, 0)
-	}
-	return len(p), nil
-}
-
-func (b *capBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dropped > 0 {
-		return b.buf.String() + fmt.Sprintf("\n[sbx: %d more bytes of output were discarded]", b.dropped)
-	}
-	return b.buf.String()
+	return string(b.Bytes())
 }
 
 // hiddenByPolicy reports whether the filesystem policy hides p: inside a

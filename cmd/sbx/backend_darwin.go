@@ -10,47 +10,15 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/darwin"
-	"github.com/sbx-sandbox/sbx/pipeline"
-	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
-
-const initArg = "__sbx_init"
-
-// sandboxSupported says this platform has a sandbox backend.
-const sandboxSupported = true
-
-func initMain() int { return exitSbxError }
-
-const rlimitArg = "__sbx_rlimit"
-
-func rlimitMain([]string) int { return exitSbxError }
-
-const txArg = "__sbx_tx"
-
-func txMain([]string) int { return exitSbxError }
 
 func closeLeakedFDs() {}
 
-type backend struct{ exec *darwin.Executor }
+// backend is what sbx doctor needs of the platform.
+type backend struct{}
 
-func newBackend(_ string, stateDir string) *backend {
-	return &backend{exec: &darwin.Executor{StateDir: stateDir}}
-}
-
-func (b *backend) executor() pipeline.Executor { return b.exec }
-
-// setAudit sends the proxy's events and the sandbox's violations (from the
-// unified log, best effort) to the audit log.
-func (b *backend) setAudit(a *auditLog) {
-	b.exec.Audit = a.event
-	b.exec.Violations = func(v darwin.Violation) { a.violation(v.Time, v.Process, v.PID, v.Operation, v.Target) }
-}
-
-func (b *backend) setAsk(f func(string, int) bool) { b.exec.Ask = f }
-
-func (b *backend) setSecrets(s []*creds.Secret) { b.exec.Secrets = s }
+func newBackend(string, string) *backend { return &backend{} }
 
 type darwinReport struct {
 	OS     string `json:"os"`
@@ -73,18 +41,4 @@ func (b *backend) clean() (any, error) {
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-func isTerminalW(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// platformSettings applies the macOS-only network settings.
-func (b *backend) platformSettings(st *settings.Settings, _ io.Writer) {
-	for _, e := range st.AllowUnixSockets {
-		b.exec.UnixSockets = append(b.exec.UnixSockets, e.Value)
-	}
-	b.exec.LocalBinding = st.AllowLocalBinding.Or(false)
-	b.exec.TrustdLookup = st.EnableWeakerNetworkIsolation.Or(false)
 }

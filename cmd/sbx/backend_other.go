@@ -7,40 +7,15 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/darwin"
-	"github.com/sbx-sandbox/sbx/pipeline"
-	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
-
-const initArg = "__sbx_init"
-
-// sandboxSupported says this platform has a sandbox backend.
-const sandboxSupported = false
-
-func initMain() int { return exitSbxError }
-
-const rlimitArg = "__sbx_rlimit"
-
-func rlimitMain([]string) int { return exitSbxError }
-
-const txArg = "__sbx_tx"
-
-func txMain([]string) int { return exitSbxError }
 
 func closeLeakedFDs() {}
 
+// backend is what sbx doctor needs of the platform.
 type backend struct{}
 
-func newBackend(bwrapPath, stateDir string) *backend { return &backend{} }
-
-func (b *backend) executor() pipeline.Executor { return &darwin.Executor{} }
-
-func (b *backend) setAudit(*auditLog) {}
-
-func (b *backend) setAsk(func(string, int) bool) {}
-
-func (b *backend) setSecrets([]*creds.Secret) {}
+func newBackend(string, string) *backend { return &backend{} }
 
 type otherReport struct {
 	OS     string `json:"os"`
@@ -58,8 +33,3 @@ func (b *backend) clean() (any, error) { return nil, darwin.ErrNotDarwin }
 
 // isTerminal is false where sbx cannot run commands anyway.
 func isTerminal(io.Reader) bool { return false }
-
-// isTerminalW is false where sbx cannot run commands anyway.
-func isTerminalW(io.Writer) bool { return false }
-
-func (b *backend) platformSettings(*settings.Settings, io.Writer) {}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/session"
 )
 
 func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
@@ -29,11 +29,11 @@ func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
 	if *tool == "" {
 		return 2, &usageError{"check: --tool is required"}
 	}
-	s, err := gf.open(stderr, hasTTY())
+	s, err := session.Open(gf.options(stderr, hasTTY()))
 	if err != nil {
 		return exitSbxError, err
 	}
-	v, err := s.gate.Decide(context.Background(), &pipeline.Call{ID: "check", Tool: *tool, Input: json.RawMessage(*input)})
+	v, err := s.Check(context.Background(), *tool, json.RawMessage(*input))
 	if err != nil {
 		return exitSbxError, err
 	}

@@ -5,15 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/pflag"
 
-	"github.com/sbx-sandbox/sbx/creds"
-	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/session"
 )
 
 // toolFlags are sbx tool's and sbx serve's flags.
@@ -45,52 +42,13 @@ func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, er
 	return 0, nil
 }
 
-// newRunner builds the whole pipeline for tool calls.
-func (t *toolFlags) newRunner(stderr io.Writer) (*pipeline.Runner, func(), error) {
-	s, err := t.open(stderr, hasTTY())
-	if err != nil {
-		return nil, nil, err
-	}
-	fsf := pipeline.FSFlags{HomeWorkspace: t.tx.homeWorkspace, StateDir: pipeline.StateDir(os.Getenv, s.home)}
-	pol, err := fsrules.Compile(pipeline.FSInput(s.st, fsf, s.cwd), fsrules.Host{Home: s.home})
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, w := range pol.Warnings {
-		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
-	}
-	netPol, err := pipeline.NetInput(s.st, pipeline.NetFlags{}, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	lim, err := pipeline.ResolveLimits(s.st, t.limits, pipeline.DefaultToolLimits())
-	if err != nil {
-		return nil, nil, err
-	}
-	b := newBackend(s.st.BwrapPath.V, pipeline.StateDir(os.Getenv, s.home))
-	b.platformSettings(s.st, stderr)
-	cleanup := func() {}
-	exe := b.executor()
-	if t.audit != "" {
-		a, err := openAudit(t.audit)
-		if err != nil {
-			return nil, nil, err
-		}
-		b.setAudit(a)
-		cleanup = func() { a.Close() }
-		exe = auditedExecutor{exe, a}
-	}
-	masked, err := creds.MaskEnv(commandEnv(os.Environ()), pipeline.CredentialsConfig(s.st))
-	if err != nil {
-		return nil, nil, err
-	}
-	b.setSecrets(masked.Secrets)
-	r := &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: exe, FS: pol, Net: netPol,
-		Env: masked.Env, Redactor: creds.NewRedactor(masked.Secrets), Limits: lim, Discard: t.tx.discard}
-	if s.gate.Interactive {
-		r.Prompt = (&ttyPrompt{}).ask
-	}
-	return r, cleanup, nil
+// open opens the session for tool calls: prompts on the controlling
+// terminal when there is one, limits defaulting to a tool call's.
+func (t *toolFlags) open(stderr io.Writer) (*session.Session, error) {
+	opts := t.gateFlags.options(stderr, hasTTY())
+	opts.Limits, opts.DefaultLimits, opts.AuditFile = t.limits, pipeline.DefaultToolLimits(), t.audit
+	opts.FS.HomeWorkspace, opts.Discard = t.tx.homeWorkspace, t.tx.discard
+	return session.Open(opts)
 }
 
 func writeResult(w io.Writer, res *pipeline.ToolResult, structured bool) error {
@@ -117,7 +75,7 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 	if err != nil {
 		return exitSbxError, err
 	}
-	r, cleanup, err := t.newRunner(stderr)
+	s, err := t.open(stderr)
 	if err != nil {
 		// Even a setup failure answers with a tool_result for the same id.
 		var id struct {
@@ -127,8 +85,8 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		writeResult(stdout, &pipeline.ToolResult{Type: "tool_result", ToolUseID: id.ID, Content: "Error: sbx: " + err.Error(), IsError: true}, false)
 		return 0, err
 	}
-	defer cleanup()
-	res := r.Handle(context.Background(), raw)
+	defer s.Close()
+	res := s.Tool(context.Background(), raw)
 	if err := writeResult(stdout, res, t.output == "structured"); err != nil {
 		return exitSbxError, err
 	}
@@ -145,11 +103,14 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		}
 		return code, err
 	}
-	r, cleanup, err := t.newRunner(stderr)
+	s, err := t.open(stderr)
 	if err != nil {
 		return exitSbxError, err
 	}
-	defer cleanup()
+	defer s.Close()
+	if err := s.Prepare(); err != nil {
+		return exitSbxError, err
+	}
 	sc := bufio.NewScanner(stdin)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	w := bufio.NewWriter(stdout)
@@ -158,31 +119,11 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		if len(line) == 0 {
 			continue
 		}
-		res := r.Handle(context.Background(), line)
+		res := s.Tool(context.Background(), line)
 		if err := writeResult(w, res, t.output == "structured"); err != nil {
 			return exitSbxError, err
 		}
 		w.Flush()
 	}
 	return 0, sc.Err()
-}
-
-// auditedExecutor records the limits that stopped a tool call's command.
-type auditedExecutor struct {
-	pipeline.Executor
-	audit *auditLog
-}
-
-func (e auditedExecutor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
-	res, err := e.Executor.Run(ctx, s, stdio)
-	if err == nil {
-		e.audit.changes(res.Changes)
-		if res.LimitHit != "" {
-			e.audit.limit(res.LimitHit, res.ExitCode)
-		}
-		if res.TimedOut {
-			e.audit.limit(fmt.Sprintf("wall clock (timeout %s)", s.Timeout), res.ExitCode)
-		}
-	}
-	return res, err
 }

@@ -9,10 +9,9 @@ import (
 	"sync"
 
 	"github.com/spf13/pflag"
-	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
-	"github.com/sbx-sandbox/sbx/pipeline/settings"
+	"github.com/sbx-sandbox/sbx/session"
 )
 
 // gateFlags are the flags sbx run, tool, serve and check share.
@@ -34,58 +33,19 @@ func (g *gateFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&g.classifier, "classifier", "", "auto mode: external classifier `CMD` (PreToolUse hook contract), run with sh -c")
 }
 
-// session is what a gated command needs: settings and a gate.
-type session struct {
-	cwd, home string
-	st        *settings.Settings
-	gate      *pipeline.Gate
-}
-
-func (g *gateFlags) open(stderr io.Writer, interactive bool) (*session, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, err
+// options turns the shared flags into session options; interactive says
+// someone can answer prompts on the terminal.
+func (g *gateFlags) options(stderr io.Writer, interactive bool) session.Options {
+	o := session.Options{Mode: g.mode, Settings: g.settings, Claude: g.claude, TrustProject: g.trustProject,
+		Interactive: interactive && !g.nonInteractive,
+		Warn:        func(msg string) { fmt.Fprintf(stderr, "sbx: warning: %s\n", msg) }}
+	if o.Interactive {
+		o.Prompt = (&ttyPrompt{}).ask
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return nil, fmt.Errorf("cannot find the home directory: %w (set HOME)", err)
-	}
-	st, err := settings.Load(settings.Options{
-		ProjectDir: cwd, Home: home, ConfigHome: absOrEmpty(os.Getenv("XDG_CONFIG_HOME")),
-		Files: g.settings, Claude: g.claude, TrustProject: g.trustProject,
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range st.Warnings {
-		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
-	}
-	opts := pipeline.GateOptions{Settings: st, Cwd: cwd, Home: home, Mode: g.mode,
-		Interactive: interactive && !g.nonInteractive, SandboxAvailable: sandboxSupported}
 	if g.classifier != "" {
-		opts.Classifier = []string{"/bin/sh", "-c", g.classifier}
+		o.Classifier = []string{"/bin/sh", "-c", g.classifier}
 	}
-	gate, err := pipeline.NewGate(opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range gate.Warnings {
-		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
-	}
-	return &session{cwd: cwd, home: home, st: st, gate: gate}, nil
-}
-
-// bashCommand turns argv into the shell-quoted command a Bash call runs.
-func bashCommand(argv []string) (string, error) {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		s, err := syntax.Quote(a, syntax.LangBash)
-		if err != nil {
-			return "", fmt.Errorf("argument %q cannot be quoted for bash: %w", a, err)
-		}
-		q[i] = s
-	}
-	return strings.Join(q, " "), nil
+	return o
 }
 
 // ttyPrompt asks on the controlling terminal (never the command's stdin):

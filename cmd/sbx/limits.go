@@ -1,10 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"sync"
-
 	"github.com/spf13/pflag"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -34,48 +30,4 @@ type txFlags struct {
 func registerTx(f *pflag.FlagSet, t *txFlags) {
 	f.BoolVar(&t.discard, "discard", false, "run the command, report what it would have changed in the writable roots, apply nothing")
 	f.BoolVar(&t.homeWorkspace, "home-workspace", false, "let the home directory (or an ancestor of it) be writable; its persistence files stay protected")
-}
-
-// outputCap passes the first max bytes written to any of its writers and
-// counts the rest, which it reads and discards so the command never blocks
-// on a full pipe.
-type outputCap struct {
-	mu        sync.Mutex
-	max, seen int64
-}
-
-type capWriter struct {
-	c *outputCap
-	w io.Writer
-}
-
-func (cw capWriter) Write(p []byte) (int, error) {
-	c := cw.c
-	c.mu.Lock()
-	room := c.max - c.seen
-	c.seen += int64(len(p))
-	c.mu.Unlock()
-	if room <= 0 {
-		return len(p), nil
-	}
-	if int64(len(p)) > room {
-		if _, err := cw.w.Write(p[:room]); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
-	return cw.w.Write(p)
-}
-
-// wrap returns w capped by c.
-func (c *outputCap) wrap(w io.Writer) io.Writer { return capWriter{c, w} }
-
-// note describes what was dropped, or "" when nothing was.
-func (c *outputCap) note() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen <= c.max {
-		return ""
-	}
-	return fmt.Sprintf("output limit (--max-output %d bytes): %d more bytes of output were discarded", c.max, c.seen-c.max)
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sbx-sandbox/sbx/session"
 )
 
 // Exit statuses of sbx itself; a command's own status passes through.
@@ -23,17 +25,9 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func main() {
-	// The in-sandbox init dispatches before anything else: no flag parsing,
-	// no settings, nothing but the spec on its inherited fd.
-	if len(os.Args) > 1 && os.Args[1] == initArg {
-		os.Exit(initMain())
-	}
-	if len(os.Args) > 1 && os.Args[1] == rlimitArg {
-		os.Exit(rlimitMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == txArg {
-		os.Exit(txMain(os.Args[2:]))
-	}
+	// The in-sandbox init and the helpers dispatch before anything else:
+	// no flag parsing, no settings.
+	session.Reexec()
 	closeLeakedFDs()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

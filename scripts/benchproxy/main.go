@@ -218,10 +218,10 @@ func mitmRunner(sbx string, srv *httptest.Server, script string) func() (float64
 		}
 		roots := x509.NewCertPool()
 		roots.AddCert(srv.Certificate())
-		ex := &linux.Executor{Exe: sbx, StateDir: filepath.Join(ws, ".state"), Secrets: masked.Secrets, UpstreamRoots: roots}
+		ex := &linux.Executor{Exe: sbx, StateDir: filepath.Join(ws, ".state"), UpstreamRoots: roots}
 		var out, errOut bytes.Buffer
 		res, err := ex.Run(context.Background(), &pipeline.Spec{Argv: []string{"/bin/sh", "-c", script}, Env: masked.Env, Dir: ws, FS: pol,
-			Net: &pipeline.NetPolicy{Rules: rules, Strict: true}}, pipeline.Stdio{Stdout: &out, Stderr: &errOut})
+			Net: &pipeline.NetPolicy{Rules: rules, Strict: true}, Secrets: masked.Secrets}, pipeline.Stdio{Stdout: &out, Stderr: &errOut})
 		if err != nil {
 			return 0, err
 		}

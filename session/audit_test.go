@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"encoding/json"
@@ -9,11 +9,11 @@ import (
 
 func TestAuditViolationLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	a, err := openAudit(path)
+	a, err := OpenAudit(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.violation("2026-12-02 10:00:00.000000+0000", "touch", 42, "file-write-create", "/Users/dev/.bashrc")
+	a.Violation("2026-12-02 10:00:00.000000+0000", "touch", 42, "file-write-create", "/Users/dev/.bashrc")
 	a.Close()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,0 +1,66 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// forwardedSignals are the signals sbx passes on to the command it runs.
+func forwardedSignals() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+}
+
+// Supervision is how a backend reaches the command it started.
+type Supervision struct {
+	// Timeout kills the command after this long; zero means never.
+	Timeout time.Duration
+	// Signal passes a signal sbx received on to the command.
+	Signal func(os.Signal)
+	// Kill kills the command and everything it started.
+	Kill func()
+}
+
+// Supervise is every backend's wait loop: it forwards the signals sbx
+// receives, kills the command at the timeout, and kills it and waits when
+// ctx ends. It returns Wait's error from exited; timedOut reports a kill by
+// the timeout; err is ctx's error when ctx ended first (the command was
+// killed and has exited).
+func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitErr error, timedOut bool, err error) {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals()...)
+	defer signal.Stop(sigs)
+	var timeout <-chan time.Time
+	if sv.Timeout > 0 {
+		t := time.NewTimer(sv.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case s := <-sigs:
+			sv.Signal(s)
+		case <-timeout:
+			timedOut, timeout = true, nil
+			sv.Kill()
+		case <-ctx.Done():
+			sv.Kill()
+			<-exited
+			return nil, timedOut, ctx.Err()
+		case waitErr = <-exited:
+			return waitErr, timedOut, nil
+		}
+	}
+}
+
+// ExitStatus is a finished process's status as a shell reports it: its
+// exit code, or 128+N when signal N killed it.
+func ExitStatus(st *os.ProcessState) int {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}

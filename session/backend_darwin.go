@@ -1,0 +1,31 @@
+//go:build darwin
+
+package session
+
+import (
+	"github.com/sbx-sandbox/sbx/darwin"
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// sandboxSupported says this platform has a sandbox backend.
+const sandboxSupported = true
+
+// platformHonours reports whether this platform honours a platform key:
+// macOS honours them all.
+func platformHonours(string) bool { return true }
+
+// newExecutor builds the Seatbelt executor. With an audit log, the
+// sandbox's violations are streamed from the unified log (best effort).
+func newExecutor(o *Options, _ *settings.Settings, stateDir string, audit *Audit) pipeline.Executor {
+	e := &darwin.Executor{StateDir: stateDir, Ask: o.NetAsk}
+	if audit != nil {
+		e.Audit = audit.Event
+		e.Violations = func(v darwin.Violation) { audit.Violation(v.Time, v.Process, v.PID, v.Operation, v.Target) }
+	}
+	return e
+}
+
+// Reexec does nothing on macOS, where sbx has no re-exec entry points;
+// call it first in main all the same.
+func Reexec() {}

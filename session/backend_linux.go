@@ -1,0 +1,44 @@
+//go:build linux
+
+package session
+
+import (
+	"os"
+
+	"github.com/sbx-sandbox/sbx/linux"
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// sandboxSupported says this platform has a sandbox backend.
+const sandboxSupported = true
+
+// platformHonours reports whether this platform honours a platform key
+// (pipeline.Platform): Linux honours none.
+func platformHonours(string) bool { return false }
+
+func newExecutor(o *Options, st *settings.Settings, stateDir string, audit *Audit) pipeline.Executor {
+	e := &linux.Executor{Bwrap: st.BwrapPath.V, Exe: o.Exe, StateDir: stateDir, Ask: o.NetAsk}
+	if audit != nil {
+		e.Audit = audit.Event
+	}
+	return e
+}
+
+// Reexec runs sbx's re-exec entry points (the sandbox's init, the rlimit
+// and transaction helpers) when this process is one of them, and then
+// exits; otherwise it returns. Call it first in main, and in TestMain of
+// tests that run sandboxes.
+func Reexec() {
+	if len(os.Args) < 2 {
+		return
+	}
+	switch os.Args[1] {
+	case linux.InitArg:
+		os.Exit(linux.Init())
+	case linux.RlimitArg:
+		os.Exit(linux.RlimitExec(os.Args[2:]))
+	case linux.TxHelperArg:
+		os.Exit(linux.TxHelper(os.Args[2:]))
+	}
+}

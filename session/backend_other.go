@@ -1,0 +1,30 @@
+//go:build !linux && !darwin
+
+package session
+
+import (
+	"context"
+
+	"github.com/sbx-sandbox/sbx/darwin"
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// sandboxSupported says this platform has a sandbox backend.
+const sandboxSupported = false
+
+func platformHonours(string) bool { return false }
+
+// none refuses every command: this platform has no sandbox.
+type none struct{}
+
+func (none) Run(context.Context, *pipeline.Spec, pipeline.Stdio) (*pipeline.Result, error) {
+	return nil, darwin.ErrNotDarwin
+}
+
+func newExecutor(*Options, *settings.Settings, string, *Audit) pipeline.Executor {
+	return none{}
+}
+
+// Reexec does nothing where sbx has no sandbox.
+func Reexec() {}

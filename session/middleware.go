@@ -1,0 +1,65 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// audited records, after each command, the limits that stopped it and the
+// changes that did not reach the host. A timeout is recorded with status
+// 124, what `sbx run` exits with (as timeout(1)).
+type audited struct {
+	pipeline.Executor
+	audit *Audit
+}
+
+// ExitTimeout is the status of a command the wall-clock limit killed.
+const ExitTimeout = 124
+
+func (e audited) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	res, err := e.Executor.Run(ctx, s, stdio)
+	if err != nil || e.audit == nil {
+		return res, err
+	}
+	e.audit.Changes(res.Changes)
+	if res.LimitHit != "" {
+		e.audit.Limit(res.LimitHit, res.ExitCode)
+	}
+	if res.TimedOut {
+		e.audit.Limit(fmt.Sprintf("wall clock (timeout %s)", s.Timeout), ExitTimeout)
+	}
+	return res, nil
+}
+
+// unsandboxed runs a command directly on the host, for an explicit
+// opt-out: no policy applies, only the timeout.
+type unsandboxed struct{}
+
+func (unsandboxed) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+	cmd.Env, cmd.Dir = s.Env, s.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	group := func(sig os.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal)) }
+	sv := pipeline.Supervision{Timeout: s.Timeout, Signal: group, Kill: func() { group(syscall.SIGKILL) }}
+	waitErr, timedOut, err := sv.Supervise(ctx, exited)
+	if err != nil {
+		return nil, err
+	}
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return nil, waitErr
+	}
+	return &pipeline.Result{ExitCode: pipeline.ExitStatus(cmd.ProcessState), TimedOut: timedOut}, nil
+}

@@ -1,0 +1,308 @@
+// Package session is sbx's one orchestration: settings → gate → policy →
+// executor. `sbx run`, `sbx tool`, `sbx serve` and `sbx check` call it, and
+// so does a Go program that embeds sbx (an agent harness that turns a
+// tool_use into a tool_result):
+//
+//	s, err := session.Open(session.Options{Dir: workspace})
+//	if err != nil { … }
+//	defer s.Close()
+//	result := s.Tool(ctx, toolUseJSON)
+//
+// A program that runs sandboxes must call [Reexec] first in main (and in
+// TestMain): sbx starts its own binary again for the sandbox's init and
+// helpers.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
+)
+
+// Options configure a session. Every field may be left zero: the comment
+// says what zero means.
+type Options struct {
+	// Dir is the workspace and the commands' working directory; "" means
+	// the current directory.
+	Dir string
+	// Home is the user's home directory; "" means os.UserHomeDir.
+	Home string
+	// Environ is the environment commands start from (before secrets are
+	// masked); nil means os.Environ.
+	Environ []string
+	// Settings are extra settings files or inline JSON, at the command-line
+	// level. Claude also reads Claude Code's files; TrustProject honours
+	// workspace settings that loosen the sandbox.
+	Settings             []string
+	Claude, TrustProject bool
+	// Mode is the permission mode; "" means permissions.defaultMode.
+	Mode string
+	// Interactive says someone can answer prompts: Prompt for the gate's
+	// asks. Without it an ask that no hook answers is denied.
+	Interactive bool
+	// Prompt answers an ask; nil denies it ("no one was asked").
+	Prompt pipeline.Prompter
+	// NetAsk decides a host no rule names. When set, the network policy is
+	// not strict unless settings make it so; nil means strict.
+	NetAsk func(host string, port int) bool
+	// Classifier is auto mode's external classifier command.
+	Classifier []string
+	// FS and Net add the command line's filesystem and network lists.
+	FS  pipeline.FSFlags
+	Net pipeline.NetFlags
+	// Limits are the command line's limits; DefaultLimits what applies when
+	// neither they nor settings set a limit (zero: none, as for sbx run;
+	// [pipeline.DefaultToolLimits] for tool calls).
+	Limits        pipeline.LimitFlags
+	DefaultLimits pipeline.RunLimits
+	// Discard runs commands and reports what they would have changed,
+	// applying nothing.
+	Discard bool
+	// Unsandboxed runs Run's command WITHOUT a sandbox (an explicit
+	// opt-out; tool calls are never run unsandboxed).
+	Unsandboxed bool
+	// AuditFile, when set, receives every decision the sandbox makes as JSON
+	// Lines (network, refused writes, limits).
+	AuditFile string
+	// Warn receives warnings (settings, policy, platform); nil drops them.
+	Warn func(string)
+	// Executor replaces the platform's sandbox (tests, embedders with their
+	// own); nil means bubblewrap on Linux, Seatbelt on macOS.
+	Executor pipeline.Executor
+	// Exe is the sbx binary that runs as the sandbox's init on Linux; ""
+	// means the running executable, which must then call [Reexec] first in
+	// main and be built with CGO_ENABLED=0.
+	Exe string
+}
+
+// Session holds one workspace's settings and gate, and, from the first
+// command on, its compiled policy and executor. Its methods may be called
+// from several goroutines.
+type Session struct {
+	opts      Options
+	dir, home string
+	st        *settings.Settings
+	gate      *pipeline.Gate
+
+	once    sync.Once
+	err     error
+	sandbox *sandbox
+}
+
+// sandbox is what running a command needs, compiled on first use.
+type sandbox struct {
+	fs      *fsrules.Policy
+	net     *pipeline.NetPolicy
+	limits  pipeline.RunLimits
+	env     []string
+	secrets []*creds.Secret
+	red     *creds.Redactor
+	audit   *Audit
+	exec    pipeline.Executor
+	runner  *pipeline.Runner
+}
+
+// Open loads the settings for the workspace and builds the gate. The
+// sandbox policy is compiled on the first command (a `sbx check` never
+// needs it).
+func Open(o Options) (*Session, error) {
+	s := &Session{opts: o, dir: o.Dir, home: o.Home}
+	var err error
+	if s.dir == "" {
+		if s.dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if s.dir, err = filepath.Abs(s.dir); err != nil {
+		return nil, err
+	}
+	if s.home == "" {
+		if s.home, err = os.UserHomeDir(); err != nil {
+			return nil, fmt.Errorf("cannot find the home directory: %w (set HOME)", err)
+		}
+	}
+	if s.opts.Environ == nil {
+		s.opts.Environ = os.Environ()
+	}
+	if s.st, err = settings.Load(settings.Options{
+		ProjectDir: s.dir, Home: s.home, ConfigHome: absOrEmpty(s.getenv("XDG_CONFIG_HOME")),
+		Files: o.Settings, Claude: o.Claude, TrustProject: o.TrustProject,
+	}); err != nil {
+		return nil, err
+	}
+	for _, w := range s.st.Warnings {
+		s.warn(w.String())
+	}
+	gate, err := pipeline.NewGate(pipeline.GateOptions{Settings: s.st, Cwd: s.dir, Home: s.home, Mode: o.Mode,
+		Interactive: o.Interactive, SandboxAvailable: sandboxSupported && !o.Unsandboxed, Classifier: o.Classifier})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range gate.Warnings {
+		s.warn(w)
+	}
+	s.gate = gate
+	return s, nil
+}
+
+func (s *Session) warn(msg string) {
+	if s.opts.Warn != nil {
+		s.opts.Warn(msg)
+	}
+}
+
+// getenv reads the session's environment.
+func (s *Session) getenv(name string) string {
+	for i := len(s.opts.Environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(s.opts.Environ[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Settings returns the merged settings.
+func (s *Session) Settings() *settings.Settings { return s.st }
+
+// Dir returns the workspace.
+func (s *Session) Dir() string { return s.dir }
+
+// StateDir is where sbx keeps per-run state.
+func (s *Session) StateDir() string { return pipeline.StateDir(s.getenv, s.home) }
+
+// Check decides a call without running anything: the gate's verdict, which
+// may be "ask".
+func (s *Session) Check(ctx context.Context, tool string, input json.RawMessage) (*pipeline.Verdict, error) {
+	return s.gate.Decide(ctx, &pipeline.Call{ID: "check", Tool: tool, Input: input})
+}
+
+// Policy is the compiled sandbox policy, as `sbx run --print-policy` shows it.
+type Policy struct {
+	FS  *fsrules.Policy     `json:"filesystem"`
+	Net *pipeline.NetPolicy `json:"network"`
+}
+
+// Policy compiles (once) and returns the sandbox policy.
+func (s *Session) Policy() (*Policy, error) {
+	sb, err := s.prepare()
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{FS: sb.fs, Net: sb.net}, nil
+}
+
+// MaskedSecrets names the environment variables kept from the sandbox and
+// how (placeholder or removed).
+func (s *Session) MaskedSecrets() ([]string, error) {
+	sb, err := s.prepare()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, sec := range sb.secrets {
+		names = append(names, fmt.Sprintf("%s (%s)", sec.Name, sec.Mode))
+	}
+	return names, nil
+}
+
+// Close releases what the session holds (the audit file).
+func (s *Session) Close() error {
+	if s.sandbox != nil && s.sandbox.audit != nil {
+		return s.sandbox.audit.Close()
+	}
+	return nil
+}
+
+// prepare compiles the policy, masks the environment and builds the
+// executor with its middlewares, once.
+func (s *Session) prepare() (*sandbox, error) {
+	s.once.Do(func() { s.sandbox, s.err = s.build() })
+	return s.sandbox, s.err
+}
+
+func (s *Session) build() (*sandbox, error) {
+	sb := &sandbox{}
+	fsf := s.opts.FS
+	fsf.StateDir = s.StateDir()
+	var err error
+	if sb.fs, err = fsrules.Compile(pipeline.FSInput(s.st, fsf, s.dir), fsrules.Host{Home: s.home}); err != nil {
+		return nil, err
+	}
+	for _, w := range sb.fs.Warnings {
+		s.warn(w)
+	}
+	if sb.net, err = pipeline.NetInput(s.st, s.opts.Net, s.opts.NetAsk != nil); err != nil {
+		return nil, err
+	}
+	if sb.limits, err = pipeline.ResolveLimits(s.st, s.opts.Limits, s.opts.DefaultLimits); err != nil {
+		return nil, err
+	}
+	masked, err := creds.MaskEnv(commandEnv(s.opts.Environ), pipeline.CredentialsConfig(s.st))
+	if err != nil {
+		return nil, err
+	}
+	sb.env, sb.secrets, sb.red = masked.Env, masked.Secrets, creds.NewRedactor(masked.Secrets)
+	for _, k := range s.platform().Unsupported() {
+		if !platformHonours(k) {
+			s.warn(k + " is not honoured on this platform; ignored (stricter)")
+		}
+	}
+	if s.opts.AuditFile != "" {
+		if sb.audit, err = OpenAudit(s.opts.AuditFile); err != nil {
+			return nil, err
+		}
+	}
+	sb.exec = s.opts.Executor
+	if sb.exec == nil {
+		sb.exec = newExecutor(&s.opts, s.st, s.StateDir(), sb.audit)
+	}
+	sb.exec = audited{sb.exec, sb.audit}
+	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
+		Secrets: sb.secrets, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
+	return sb, nil
+}
+
+// platform gathers the keys only some backends honour.
+func (s *Session) platform() pipeline.Platform {
+	var p pipeline.Platform
+	for _, e := range s.st.AllowUnixSockets {
+		p.UnixSockets = append(p.UnixSockets, e.Value)
+	}
+	p.LocalBinding = s.st.AllowLocalBinding.Or(false)
+	p.WeakerNetworkIsolation = s.st.EnableWeakerNetworkIsolation.Or(false)
+	return p
+}
+
+// ErrNotSandboxed is returned by Run when settings disable the sandbox and
+// the session is not Unsandboxed.
+var ErrNotSandboxed = errors.New("the sandbox is disabled")
+
+func absOrEmpty(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return ""
+}
+
+// commandEnv is the command's environment: the session's, with TMPDIR
+// pointing at the sandbox's private /tmp.
+func commandEnv(environ []string) []string {
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "TMPDIR=/tmp")
+}

@@ -1,0 +1,154 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// realToken is a secret in the session's environment.
+const realToken = "ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+// fake is an executor that records the spec and writes out to stdout.
+type fake struct {
+	spec *pipeline.Spec
+	out  string
+	res  pipeline.Result
+}
+
+func (f *fake) Run(_ context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	f.spec = s
+	if stdio.Stdout != nil {
+		stdio.Stdout.Write([]byte(f.out))
+	}
+	res := f.res
+	return &res, nil
+}
+
+func open(t *testing.T, settings string, ex pipeline.Executor, mod func(*Options)) *Session {
+	t.Helper()
+	root := t.TempDir()
+	ws, home := filepath.Join(root, "ws"), filepath.Join(root, "home")
+	os.MkdirAll(filepath.Join(ws, ".sbx"), 0o755)
+	os.MkdirAll(home, 0o755)
+	if settings != "" {
+		os.WriteFile(filepath.Join(ws, ".sbx", "settings.json"), []byte(settings), 0o644)
+	}
+	o := Options{Dir: ws, Home: home, Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + home, "GITHUB_TOKEN=" + realToken},
+		Executor: ex, TrustProject: true}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name, settings string
+		cmd            Command
+		mod            func(*Options)
+		out            string // what the command prints
+		denied         bool
+		wantArgv       string // the last argv element run
+		wantOut        string
+		wantLimit      bool
+	}{
+		{name: "allowed argv", cmd: Command{Argv: []string{"echo", "a b"}}, out: "a b\n", wantArgv: "a b", wantOut: "a b\n"},
+		{name: "shell", cmd: Command{Shell: "echo hi"}, wantArgv: "echo hi"},
+		{name: "denied by rule", settings: `{"permissions": {"deny": ["Bash(rm *)"]}}`, cmd: Command{Shell: "true && rm -rf x"}, denied: true},
+		{name: "ask with no one to ask", settings: `{"permissions": {"ask": ["Bash(make *)"]}}`, cmd: Command{Shell: "make all"}, denied: true},
+		{name: "ask answered", settings: `{"permissions": {"ask": ["Bash(make *)"]}}`, cmd: Command{Shell: "make all"}, wantArgv: "make all",
+			mod: func(o *Options) {
+				o.Interactive = true
+				o.Prompt = func(*pipeline.Call, *pipeline.Verdict) (bool, bool) { return true, false }
+			}},
+		{name: "secret redacted", cmd: Command{Shell: "leak"}, out: "token " + realToken + "\n", wantArgv: "leak", wantOut: "token [REDACTED:GITHUB_TOKEN]\n"},
+		{name: "output capped", cmd: Command{Shell: "big"}, out: strings.Repeat("x", 100), wantArgv: "big", wantOut: strings.Repeat("x", 10), wantLimit: true,
+			mod: func(o *Options) { o.Limits.MaxOutput = "10" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fake{out: tt.out}
+			s := open(t, tt.settings, f, tt.mod)
+			var stdout bytes.Buffer
+			out, err := s.Run(context.Background(), tt.cmd, pipeline.Stdio{Stdout: &stdout})
+			var de *DeniedError
+			if tt.denied {
+				if !errors.As(err, &de) || f.spec != nil {
+					t.Fatalf("err %v, ran %v; want denied and nothing run", err, f.spec)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.spec.Argv[len(f.spec.Argv)-1]; got != tt.wantArgv {
+				t.Errorf("ran %q, want %q", f.spec.Argv, tt.wantArgv)
+			}
+			if tt.wantOut != "" && !strings.Contains(stdout.String(), tt.wantOut) || strings.Contains(stdout.String(), realToken) {
+				t.Errorf("stdout %q, want %q", stdout.String(), tt.wantOut)
+			}
+			if (out.LimitHit != "") != tt.wantLimit {
+				t.Errorf("limit hit %q, want %v", out.LimitHit, tt.wantLimit)
+			}
+			if strings.Contains(strings.Join(f.spec.Env, "\n"), realToken) || len(f.spec.Secrets) != 1 {
+				t.Errorf("the spec's environment holds the real token, or the secrets are not in the spec: %d", len(f.spec.Secrets))
+			}
+		})
+	}
+}
+
+// A timeout is audited with 124 whichever entry point ran the command.
+func TestAuditTimeout(t *testing.T) {
+	for _, entry := range []string{"run", "tool"} {
+		audit := filepath.Join(t.TempDir(), "audit.jsonl")
+		f := &fake{res: pipeline.Result{ExitCode: 137, TimedOut: true}}
+		s := open(t, "", f, func(o *Options) { o.AuditFile = audit })
+		if entry == "run" {
+			if _, err := s.Run(context.Background(), Command{Shell: "sleep 9"}, pipeline.Stdio{}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"sleep 9"}}`))
+		}
+		s.Close()
+		data, _ := os.ReadFile(audit)
+		var ev struct {
+			Event    string
+			ExitCode int
+		}
+		if err := json.Unmarshal(bytes.TrimSpace(data), &ev); err != nil || ev.Event != "limit" || ev.ExitCode != ExitTimeout {
+			t.Errorf("%s: audit %q (%v), want one limit event with exit code %d", entry, data, err, ExitTimeout)
+		}
+	}
+}
+
+// A tool call's result pairs with its id even when the sandbox policy
+// cannot be compiled.
+func TestToolSetupFailure(t *testing.T) {
+	s := open(t, "", &fake{}, func(o *Options) { o.Dir = o.Home }) // the home directory as workspace is refused
+	res := s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"toolu_9","name":"Bash","input":{"command":"true"}}`))
+	if res.ToolUseID != "toolu_9" || !res.IsError || !strings.Contains(res.Content, "home directory") {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func TestSandboxDisabledNeedsUnsandboxed(t *testing.T) {
+	f := &fake{}
+	s := open(t, `{"sandbox": {"enabled": false}}`, f, nil)
+	if _, err := s.Run(context.Background(), Command{Shell: "true"}, pipeline.Stdio{}); !errors.Is(err, ErrNotSandboxed) || f.spec != nil {
+		t.Errorf("err %v, ran %v", err, f.spec)
+	}
+}
