@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -101,51 +100,28 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-	defer signal.Stop(sigs)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if s.Timeout > 0 {
-		t := time.NewTimer(s.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	res := &pipeline.Result{}
 	if limitWarn != "" {
 		res.Warnings = append(res.Warnings, limitWarn)
 	}
-	for {
-		select {
-		case sig := <-sigs:
-			syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal))
-		case <-timeout:
-			res.TimedOut = true
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			timeout = nil
-		case <-ctx.Done():
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-			killStragglers(marker)
-			return nil, ctx.Err()
-		case <-done:
-			// Nothing the command started may outlive it: its process
-			// group, then whatever left the group but carries the run's
-			// TMPDIR.
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			if n := killStragglers(marker); n > 0 {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("killed %d process(es) the command had detached from its process group", n))
-			}
-			st := cmd.ProcessState
-			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				res.ExitCode = 128 + int(ws.Signal())
-			} else {
-				res.ExitCode = st.ExitCode()
-			}
-			return res, nil
-		}
+	group := func(sig os.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal)) }
+	sv := pipeline.Supervision{Timeout: s.Timeout, Signal: group, Kill: func() { group(syscall.SIGKILL) }}
+	_, timedOut, ctxErr := sv.Supervise(ctx, exited)
+	// Nothing the command started may outlive it: its process group, then
+	// whatever left the group but carries the run's TMPDIR.
+	group(syscall.SIGKILL)
+	n := killStragglers(marker)
+	if ctxErr != nil {
+		return nil, ctxErr
 	}
+	if n > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("killed %d process(es) the command had detached from its process group", n))
+	}
+	res.TimedOut = timedOut
+	res.ExitCode = pipeline.ExitStatus(cmd.ProcessState)
+	return res, nil
 }
 
 // DoctorCheck reports whether sandbox-exec is present and applies a profile.

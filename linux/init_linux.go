@@ -35,7 +35,7 @@ func Init() int {
 		}
 		unix.Close(fd)
 	}
-	if _, err := unix.Write(InitReadyFD, []byte{1}); err != nil {
+	if _, err := unix.Write(InitReadyFD, []byte{InitRunning}); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: ready: %v\n", err)
 		return ExitInitFailed
 	}
@@ -56,22 +56,8 @@ func Init() int {
 		fmt.Fprintf(os.Stderr, "sbx init: close_range: %v\n", err)
 		return ExitInitFailed
 	}
-	// The mounts and the capabilities come first, before anything of the
-	// command's is looked at.
-	if err := bindReadOnly(spec.ReadOnly); err != nil {
+	if err := setUp(spec); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
-		return ExitInitFailed
-	}
-	if err := dropCapabilities(); err != nil {
-		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
-		return ExitInitFailed
-	}
-	if err := startBridge(spec.Bridge); err != nil {
-		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
-		return ExitInitFailed
-	}
-	if err := os.Chdir(spec.Dir); err != nil {
-		fmt.Fprintf(os.Stderr, "sbx: working directory: %v\n", err)
 		return ExitInitFailed
 	}
 	path, code, err := lookPath(spec.Argv[0], spec.Env)
@@ -95,6 +81,31 @@ func Init() int {
 			return ExitInitFailed
 		}
 	}
+	return waitCommand(pid, sigs, spec)
+}
+
+// setUp makes the read-only binds, drops the capabilities, starts the
+// network bridge and enters the working directory: the mounts and the
+// capabilities come first, before anything of the command's is looked at.
+func setUp(spec *InitSpec) error {
+	if err := bindReadOnly(spec.ReadOnly); err != nil {
+		return err
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if err := startBridge(spec.Bridge); err != nil {
+		return err
+	}
+	if err := os.Chdir(spec.Dir); err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	return nil
+}
+
+// waitCommand forwards signals to the command's process group and reaps
+// until the command exits; it returns the command's status.
+func waitCommand(pid int, sigs <-chan os.Signal, spec *InitSpec) int {
 	// A lost SIGCHLD must not leave the sandbox hanging: reap on a timer too.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -359,10 +370,6 @@ func otherTasks() uint64 {
 	}
 	return n
 }
-
-// TmpFullReport is what the init writes on [InitReadyFD], after the ready
-// byte, when the size-limited /tmp is full at the end of the command.
-const TmpFullReport = 'T'
 
 // reportTmp tells sbx when the size-limited /tmp is full, and passes the
 // command's status through.

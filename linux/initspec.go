@@ -4,28 +4,54 @@ package linux
 // Dispatch on it happens before any flag parsing (see cmd/sbx/main.go).
 const InitArg = "__sbx_init"
 
-// InitSpecFD is the file descriptor on which the init reads its [InitSpec]:
-// the policy travels over an inherited pipe, never in argv or environment.
+// The descriptors and messages between sbx (the parent) and the init.
+// sbx passes the same table to the transaction helper, which passes it to
+// bubblewrap, which passes it to the init (bwrap's own stdout and stderr
+// are a pipe to sbx, so its setup errors can be told apart from the
+// command's output):
+//
+//	fd  direction       what
+//	3   sbx  → init     the InitSpec, as JSON, then EOF (InitSpecFD)
+//	4   bwrap → sbx     bubblewrap's --info-fd: {"child-pid": N} (relayed
+//	                    by the helper; N is the init's pid in the helper's
+//	                    pid namespace)
+//	5-7 sbx ↔ command   the command's stdin, stdout, stderr; the init
+//	                    moves them to 0, 1, 2
+//	8   init → sbx      one byte each, then EOF when the init exits
+//	                    (InitReadyFD):
+//	                      InitRunning    the init runs: from now on the
+//	                                     exit status is the command's
+//	                      InitForked     the held command waits to be
+//	                                     moved into its cgroup (Hold)
+//	                      TmpFullReport  the command ended with the
+//	                                     size-limited /tmp full
+//	9   sbx  → init     only with Hold: one byte once the command is in
+//	                    its cgroup; EOF without it means "do not run"
+//	                    (initHoldFD)
+//	10  sbx  ↔ helper   the transaction helper's control socket (the
+//	                    TxSpec out, the TxReport back); 9 without Hold
+//
+// sbx waits for nothing by the clock: each reader ends at EOF, which comes
+// because the helper is the first process of a pid namespace of its own,
+// so every holder of a descriptor dies with it.
 const InitSpecFD = 3
 
-// File descriptors the init inherits, besides [InitSpecFD]. bwrap's own
-// stdout and stderr are a pipe to sbx, so its setup errors can be told apart
-// from the command's output; the command's streams arrive on these fds and
-// the init moves them to 0, 1 and 2. The init writes one byte to
-// InitReadyFD once it runs: from then on, the exit status is the command's.
+// The descriptors the init inherits besides InitSpecFD; see the table.
 const (
+	infoFD       = 4
 	initStdinFD  = 5
 	initStdoutFD = 6
 	initStderrFD = 7
 	InitReadyFD  = 8
-	// initHoldFD carries sbx's go-ahead once the held command is in its
-	// cgroup (only with [InitSpec.Hold]).
-	initHoldFD = 9
+	initHoldFD   = 9
 )
 
-// InitForked is written on [InitReadyFD] when the held command has been
-// forked and waits for sbx to move it into the run's cgroup.
-const InitForked = 'F'
+// The messages on InitReadyFD; see the table.
+const (
+	InitRunning   = 1
+	InitForked    = 'F'
+	TmpFullReport = 'T'
+)
 
 // InitSpec is what the in-sandbox init needs to start the command.
 type InitSpec struct {

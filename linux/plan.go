@@ -130,9 +130,13 @@ func BuildPlan(in PlanInput) []Op {
 		}
 		return 0
 	})
-	// A bind that lies under a hidden directory needs its mount point made
-	// while the hiding tmpfs is still writable; then the tmpfs is made
-	// read-only, then the bind is applied.
+	return withMountPoints(ops, in.EmptyFile, pol)
+}
+
+// withMountPoints makes, for a bind that lies under a hidden directory,
+// its mount point while the hiding tmpfs is still writable; then the tmpfs
+// is made read-only, then the bind is applied.
+func withMountPoints(ops []Op, emptyFile string, pol *fsrules.Policy) []Op {
 	var out []Op
 	for i, op := range ops {
 		out = append(out, op)
@@ -153,7 +157,7 @@ func BuildPlan(in PlanInput) []Op {
 			if later.Kind == OpBind || (later.Kind == OpROBind && isDirOp(later, pol)) {
 				out = append(out, Op{Kind: OpDir, Dst: later.Dst, Why: "mount point"})
 			} else {
-				out = append(out, Op{Kind: OpROBind, Src: in.EmptyFile, Dst: later.Dst, Why: "mount point"})
+				out = append(out, Op{Kind: OpROBind, Src: emptyFile, Dst: later.Dst, Why: "mount point"})
 			}
 		}
 		out = append(out, Op{Kind: OpRemountRO, Dst: op.Dst, Why: op.Why})

@@ -5,7 +5,9 @@ package linux
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +17,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -24,8 +25,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/netrules"
@@ -154,9 +153,6 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		if err := r.startProxy(); err != nil {
 			return nil, err
 		}
-		if err := writeJSON(filepath.Join(runDir, recordFile), rec); err != nil {
-			return nil, err
-		}
 	}
 	if s.Limits.MaxDisk > 0 {
 		r.budgetStage = filepath.Join(runDir, "disk")
@@ -278,11 +274,17 @@ type run struct {
 // from this process. The directory is recorded so a later run removes it if
 // sbx is killed.
 func (r *run) startProxy() error {
-	dir, err := os.MkdirTemp("", "sbx-net-")
-	if err != nil {
+	// The directory is recorded before it exists, so a kill at any moment
+	// leaves none that a later clean-up does not know of.
+	dir := filepath.Join(os.TempDir(), "sbx-net-"+randomSuffix())
+	r.rec.NetDir = dir
+	if err := writeJSON(filepath.Join(r.runDir, recordFile), r.rec); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		r.rec.NetDir = "" // not ours: never removed
 		return fmt.Errorf("linux: proxy directory: %w", err)
 	}
-	r.rec.NetDir = dir
 	r.proxySocket = filepath.Join(dir, "proxy.sock")
 	ln, err := net.Listen("unix", r.proxySocket)
 	if err != nil {
@@ -335,6 +337,13 @@ func (r *run) cleanup() {
 	}
 }
 
+// randomSuffix is 16 random hex digits.
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // reachesHostLoopback reports whether a rule lets the sandbox reach the
 // host's loopback (localhost by name, or a loopback address), in which case
 // loopback requests must go through the proxy rather than stay in the
@@ -348,11 +357,66 @@ func reachesHostLoopback(rules *netrules.Set) bool {
 	return false
 }
 
-// forwarded are the signals sbx passes on to the sandbox.
+// forwarded are the signals the init passes on to the command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
 
+// start runs the command: it opens the descriptor table, starts the
+// transaction helper (which runs bubblewrap, which runs the init), sends
+// the init its spec, and supervises until the helper has exited.
 func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pipeline.Stdio) error {
+	init, plan := r.initSpec(plan)
+	specData, err := json.Marshal(init)
+	if err != nil {
+		return err
+	}
+	fds, err := openChildFDs(stdio, r.cg != nil)
+	if err != nil {
+		return err
+	}
+	defer fds.closeParentEnds()
+	cmd, tx, bwrapOut, err := r.helperCmd(bwrap, exe, plan, fds)
+	if err != nil {
+		fds.closeChildEnds()
+		return err
+	}
+	defer tx.parent.Close()
+	exited, err := startOnLockedThread(cmd)
+	fds.closeChildEnds()
+	if err != nil {
+		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
+	}
+	go func(w *os.File) {
+		w.Write(specData)
+		w.Close()
+	}(fds.specW)
+	fds.specW = nil
+	txRep := make(chan *TxReport, 1)
+	go tx.exchange(txRep)
+	target := &sandboxPID{}
+	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, target)
+	initState := r.watchReady(fds.readyR, fds.holdW, initPID)
+	fds.infoR, fds.readyR, fds.holdW = nil, nil, nil
+	sv := pipeline.Supervision{Timeout: r.spec.Timeout, Signal: target.signal, Kill: func() {
+		target.signal(syscall.SIGKILL) // PID 1: the whole namespace goes
+		// The helper kills bubblewrap, then merges what was written.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}}
+	waitErr, timedOut, ctxErr := sv.Supervise(ctx, exited)
+	r.res.TimedOut = timedOut
+	fds.waitCopies()
+	st := <-initState
+	r.txRep = <-txRep
+	if ctxErr != nil {
+		return ctxErr
+	}
+	r.tmpFull = st.tmpFull
+	return r.finish(waitErr, st.ran, cmd, bwrapOut.String())
+}
+
+// initSpec is the init's part of the run; with root, the read-only binds
+// move from bubblewrap's plan to the init (see SplitPlan).
+func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	writable := []string{"/dev", "/tmp"}
 	for _, w := range r.spec.FS.Writable {
 		writable = append(writable, w.Path)
@@ -379,205 +443,43 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort, reachesHostLoopback(r.spec.Net.Rules))
 		init.Env = r.trust.Env(init.Env)
 	}
-	specData, err := json.Marshal(init)
-	if err != nil {
-		return err
-	}
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	files, closeLater, waitCopies, err := fileStdio(stdio)
-	if err != nil {
-		return err
-	}
-	closeLater = append(closeLater, readyW)
-	// With a cgroup, the command waits on fd 9 until sbx has moved it in.
-	var goW *os.File
-	extra := append(append([]*os.File{specR, infoW}, files...), readyW)
-	if r.cg != nil {
-		goR, w, err := os.Pipe()
-		if err != nil {
-			return err
-		}
-		goW = w
-		defer goW.Close()
-		closeLater = append(closeLater, goR)
-		extra = append(extra, goR)
-	}
-	// fds in the child: 3 spec, 4 info, 5-7 the command's stdio, 8 ready.
-	args := BwrapArgs(plan, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
-	var bwrapErr bytes.Buffer
+	return init, plan
+}
+
+// helperCmd prepares the transaction helper's process: bubblewrap's argv
+// (and the fallback's), the transaction spec recorded in the run
+// directory, and the descriptor table of initspec.go.
+func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd, *txCtl, *bytes.Buffer, error) {
+	extra := fds.table()
+	args := BwrapArgs(plan, BwrapOptions{InfoFD: infoFD}, []string{exe, InitArg})
 	txs, err := r.txSpec(bwrap, args, len(extra))
 	if err != nil {
-		return fmt.Errorf("linux: run directory: %w", err)
+		return nil, nil, nil, fmt.Errorf("linux: run directory: %w", err)
 	}
 	if fb := r.fallbackPlan; fb != nil {
 		if os.Getuid() == 0 {
 			fb, _ = SplitPlan(fb)
 		}
-		txs.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: 4}, []string{exe, InitArg})
+		txs.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: infoFD}, []string{exe, InitArg})
 	}
 	tx, err := newTxCtl(exe, txs, len(extra))
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer tx.parent.Close()
-	closeLater = append(closeLater, tx.child)
-	extra = append(extra, tx.child)
+	fds.later = append(fds.later, tx.child)
+	var out bytes.Buffer
 	cmd := &exec.Cmd{
 		Path:        exe,
 		Args:        tx.argv,
 		Env:         txEnv(),
 		Dir:         "/",
-		Stdin:       nil,
-		Stdout:      &bwrapErr,
-		Stderr:      &bwrapErr,
-		ExtraFiles:  extra,
+		Stdout:      &out,
+		Stderr:      &out,
+		ExtraFiles:  append(extra, tx.child),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	txSysProcAttr(cmd.SysProcAttr)
-
-	exited, err := startOnLockedThread(cmd)
-	specR.Close()
-	infoW.Close()
-	for _, f := range closeLater {
-		f.Close()
-	}
-	if err != nil {
-		specW.Close()
-		infoR.Close()
-		readyR.Close()
-		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
-	}
-	go func() {
-		specW.Write(specData)
-		specW.Close()
-	}()
-	txRep := make(chan *TxReport, 1)
-	go tx.exchange(txRep)
-
-	// The child's pid arrives on the info fd once the namespaces exist.
-	pidCh := make(chan int, 1)
-	initPID := make(chan int, 1) // the same, for the cgroup hand-off
-	go func(pidc chan<- int) {
-		defer infoR.Close()
-		var info struct {
-			ChildPID int `json:"child-pid"`
-		}
-		if json.NewDecoder(infoR).Decode(&info) == nil && info.ChildPID > 0 {
-			initPID <- info.ChildPID
-			pidc <- info.ChildPID
-		}
-		close(pidc)
-		io.Copy(io.Discard, infoR)
-	}(pidCh)
-	pidc := (<-chan int)(pidCh)
-
-	// The init writes one byte once it runs; then InitForked when the
-	// command waits to be moved into the cgroup (sbx moves it, the init
-	// itself stays out, so a fork bomb or an OOM cannot take it down), and
-	// TmpFullReport when the command is done with /tmp full. EOF comes
-	// when the init exits.
-	ready := make(chan bool, 1)
-	report := make(chan []byte, 1)
-	go func() {
-		defer readyR.Close()
-		var b [1]byte
-		n, _ := readyR.Read(b[:])
-		ready <- n == 1
-		var rest []byte
-		for len(rest) < 16 {
-			if n, _ := readyR.Read(b[:]); n != 1 {
-				break
-			}
-			rest = append(rest, b[0])
-			if b[0] == InitForked && goW != nil {
-				err := r.joinCgroup(initPID)
-				switch {
-				case err == nil:
-					goW.Write([]byte{1})
-				case r.spec.Limits.BestEffort:
-					// Default limits only: run, and say so.
-					r.cgWarn = "default limits not enforced: the command could not join its cgroup: " + err.Error()
-					goW.Write([]byte{1})
-				default:
-					r.cgErr = err
-				}
-				goW.Close()
-			}
-		}
-		report <- rest
-	}()
-
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-
-	var timeout <-chan time.Time
-	if r.spec.Timeout > 0 {
-		t := time.NewTimer(r.spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	childPID := 0
-	killAll := func() {
-		if childPID > 0 {
-			_ = unix.Kill(childPID, unix.SIGKILL) // PID 1: the whole namespace goes
-		}
-		// The helper kills bubblewrap, then merges what was written.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	var pending []os.Signal
-	for {
-		select {
-		case pid, ok := <-pidc:
-			if ok {
-				childPID = pid
-				for _, s := range pending {
-					_ = unix.Kill(childPID, s.(syscall.Signal))
-				}
-				pending = nil
-			}
-			pidc = nil
-		case s := <-sigs:
-			if childPID > 0 {
-				_ = unix.Kill(childPID, s.(syscall.Signal))
-			} else {
-				pending = append(pending, s)
-			}
-		case <-timeout:
-			r.res.TimedOut = true
-			killAll()
-			timeout = nil
-		case <-ctx.Done():
-			killAll()
-			<-exited
-			waitCopies()
-			return ctx.Err()
-		case waitErr := <-exited:
-			waitCopies()
-			initRan := <-ready
-			select {
-			case rep := <-report:
-				r.tmpFull = bytes.IndexByte(rep, TmpFullReport) >= 0
-			case <-time.After(time.Second):
-			}
-			select {
-			case r.txRep = <-txRep:
-			case <-time.After(time.Second):
-			}
-			return r.finish(waitErr, initRan, cmd, bwrapErr.String())
-		}
-	}
+	return cmd, tx, &out, nil
 }
 
 // startOnLockedThread starts cmd, and waits for it, from one goroutine
@@ -648,7 +550,8 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 
 // fileStdio turns the streams into files for the child. Non-file readers and
 // writers get a pipe and a copying goroutine; waitCopies waits for those to
-// drain after the child has exited.
+// drain after the child has exited. On error, closeLater still holds what
+// was opened.
 func fileStdio(s pipeline.Stdio) (files, closeLater []*os.File, waitCopies func(), err error) {
 	var wg sync.WaitGroup
 	in := func(r io.Reader) (*os.File, error) {
@@ -693,18 +596,18 @@ func fileStdio(s pipeline.Stdio) (files, closeLater []*os.File, waitCopies func(
 	}
 	stdin, err := in(s.Stdin)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, closeLater, wg.Wait, err
 	}
 	stdout, err := out(s.Stdout)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, closeLater, wg.Wait, err
 	}
 	// As os/exec does: the same writer for both streams gets one pipe, so
 	// only one goroutine ever writes to it.
 	stderr := stdout
 	if !sameWriter(s.Stdout, s.Stderr) {
 		if stderr, err = out(s.Stderr); err != nil {
-			return nil, nil, nil, err
+			return nil, closeLater, wg.Wait, err
 		}
 	}
 	return []*os.File{stdin, stdout, stderr}, closeLater, wg.Wait, nil
@@ -720,23 +623,49 @@ func sameWriter(a, b io.Writer) (same bool) {
 	return a != nil && a == b
 }
 
-// joinCgroup moves the command (the init's only child, held before its
-// exec) into the run's cgroups.
-func (r *run) joinCgroup(initPID <-chan int) error {
-	var pid int
-	select {
-	case pid = <-initPID:
-	case <-time.After(10 * time.Second):
-		return errors.New("bubblewrap never reported the sandbox's pid")
+// hostPIDBelow finds, among the descendants of root (the helper, the first
+// process of its own pid namespace), the process whose pid in that
+// namespace is nsPID, and returns its pid on the host.
+func hostPIDBelow(root, nsPID int) (int, error) {
+	queue := []int{root}
+	for len(queue) > 0 && len(queue) < 4096 {
+		pid := queue[0]
+		queue = queue[1:]
+		if pid != root {
+			if ns, ok := nsPIDs(pid); ok && len(ns) > 1 && ns[1] == nsPID {
+				return pid, nil
+			}
+		}
+		kids, err := childrenOf(pid)
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		queue = append(queue, kids...)
 	}
-	kids, err := childrenOf(pid)
+	return 0, fmt.Errorf("no process below %d has pid %d in its namespace", root, nsPID)
+}
+
+// nsPIDs reads a process's pids in each pid namespace it is in, from the
+// host's outward in.
+func nsPIDs(pid int) ([]int, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return err
+		return nil, false
 	}
-	if len(kids) != 1 {
-		return fmt.Errorf("the sandbox's init has %d children, want 1", len(kids))
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			var out []int
+			for _, f := range strings.Fields(rest) {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, false
+				}
+				out = append(out, n)
+			}
+			return out, true
+		}
 	}
-	return r.cg.add(kids[0])
+	return nil, false
 }
 
 // childrenOf lists a process's children, from /proc/PID/task/*/children
@@ -761,6 +690,12 @@ func childrenOf(pid int) ([]int, error) {
 		}
 		return out, nil
 	}
+	return childrenByStat(pid)
+}
+
+// childrenByStat lists a process's children from every process's parent
+// (the fourth field of /proc/PID/stat): slower, but per process.
+func childrenByStat(pid int) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err

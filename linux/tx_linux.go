@@ -122,12 +122,24 @@ func TxHelper(args []string) int {
 	return status
 }
 
+// hostPID is this process's pid on the host: the helper is the first
+// process of a pid namespace of its own (os.Getpid is 1 there), but /proc
+// is still the host's, so /proc/self names it as the host does.
+func hostPID() int {
+	if l, err := os.Readlink("/proc/self"); err == nil {
+		if pid, err := strconv.Atoi(l); err == nil {
+			return pid
+		}
+	}
+	return os.Getpid()
+}
+
 // runTx mounts the transaction, runs bubblewrap in it, and merges.
 func runTx(spec *TxSpec) (*TxReport, int) {
 	rep := &TxReport{}
 	clock := coarseNow()
 	if !spec.Probe {
-		rec := helperRecord{PID: os.Getpid(), Clock: clock}
+		rec := helperRecord{PID: hostPID(), Clock: clock}
 		rec.Start, _ = procStart(rec.PID)
 		if err := writeJSON(filepath.Join(spec.RunDir, helperFile), rec); err != nil {
 			rep.Error = "run directory: " + err.Error()
@@ -263,6 +275,11 @@ func mountTx(spec *TxSpec, size int64, mounted *[]string) (*txMounts, error) {
 	// Nothing mounted here may reach the host's namespace.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, fmt.Errorf("private mount namespace: %w", err)
+	}
+	// The helper is the first process of a pid namespace of its own;
+	// bubblewrap reads /proc/PID of its child by the pid it sees.
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, fmt.Errorf("a /proc for the helper's pid namespace: %w", err)
 	}
 	t := &txMounts{stageFD: -1, stateFD: -1, runFD: -1, budget: size > 0}
 	var err error

@@ -72,7 +72,10 @@ func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
 // the sandbox and still merges.
 func txSysProcAttr(a *syscall.SysProcAttr) {
 	uid, gid := os.Getuid(), os.Getgid()
-	a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+	// A pid namespace of its own: whatever way the helper ends, the
+	// kernel kills every process below it, bubblewrap's sandbox child
+	// too, even one still waiting for a bubblewrap parent that is gone.
+	a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	a.GidMappingsEnableSetgroups = false

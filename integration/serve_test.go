@@ -1,0 +1,84 @@
+//go:build linux
+
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestServeHoldsSteady sends 1,000 Bash calls through one sbx serve: every
+// call answers, joins its cgroup (the default limits hold: no "not
+// enforced" warning), and the server's descriptors and memory stay flat.
+func TestServeHoldsSteady(t *testing.T) {
+	e := newEnv(t)
+	requireCgroupLimits(t, e)
+	cmd := exec.Command(sbxBin, "serve")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(outPipe)
+	out.Buffer(make([]byte, 1<<20), 1<<20)
+	const calls = 1000
+	var fds, rss [2]int
+	for i := range calls {
+		fmt.Fprintf(in, `{"type":"tool_use","id":"c%d","name":"Bash","input":{"command":"echo %d"}}`+"\n", i, i)
+		if !out.Scan() {
+			t.Fatalf("call %d: no result (stderr %s)", i, stderr.String())
+		}
+		line := out.Text()
+		if !strings.Contains(line, fmt.Sprintf(`"tool_use_id":"c%d","content":"%d\n"`, i, i)) {
+			t.Fatalf("call %d: %s", i, line)
+		}
+		switch i {
+		case 99:
+			fds[0], rss[0] = fdCount(cmd.Process.Pid), rssKiB(cmd.Process.Pid)
+		case calls - 1:
+			fds[1], rss[1] = fdCount(cmd.Process.Pid), rssKiB(cmd.Process.Pid)
+		}
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve: %v: %s", err, stderr.String())
+	}
+	t.Logf("after 100 calls: %d fds, %d KiB; after %d: %d fds, %d KiB", fds[0], rss[0], calls, fds[1], rss[1])
+	if fds[1] > fds[0] {
+		t.Errorf("descriptors grew from %d to %d over %d calls", fds[0], fds[1], calls-100)
+	}
+	if rss[1] > rss[0]+16<<10 {
+		t.Errorf("RSS grew from %d KiB to %d KiB over %d calls", rss[0], rss[1], calls-100)
+	}
+}
+
+func fdCount(pid int) int {
+	ents, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	return len(ents)
+}
+
+func rssKiB(pid int) int {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
+}

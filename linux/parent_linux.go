@@ -1,0 +1,218 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// childFDs is sbx's side of the descriptor table in initspec.go: the
+// child's ends, passed in table order, and the parent's. Every early
+// return closes what was opened.
+type childFDs struct {
+	specR, infoW, readyW, holdR *os.File // the child's ends (3, 4, 8, 9)
+	stdio                       []*os.File
+	specW, infoR, readyR, holdW *os.File // sbx's ends
+	// later are more child ends (stdio pipes, the helper's control
+	// socket), closed once the helper has started.
+	later      []*os.File
+	waitCopies func()
+}
+
+// openChildFDs opens the pipes of the table; hold adds fd 9.
+func openChildFDs(stdio pipeline.Stdio, hold bool) (f *childFDs, err error) {
+	f = &childFDs{waitCopies: func() {}}
+	defer func() {
+		if err != nil {
+			f.closeChildEnds()
+			f.closeParentEnds()
+		}
+	}()
+	if f.specR, f.specW, err = os.Pipe(); err != nil {
+		return f, err
+	}
+	if f.infoR, f.infoW, err = os.Pipe(); err != nil {
+		return f, err
+	}
+	if f.readyR, f.readyW, err = os.Pipe(); err != nil {
+		return f, err
+	}
+	if hold {
+		if f.holdR, f.holdW, err = os.Pipe(); err != nil {
+			return f, err
+		}
+	}
+	f.stdio, f.later, f.waitCopies, err = fileStdio(stdio)
+	return f, err
+}
+
+// table is the child's descriptors from 3 on, in the order of the table.
+func (f *childFDs) table() []*os.File {
+	t := append([]*os.File{f.specR, f.infoW}, f.stdio...)
+	t = append(t, f.readyW)
+	if f.holdR != nil {
+		t = append(t, f.holdR)
+	}
+	return t
+}
+
+// closeChildEnds closes sbx's copies of the child's ends (the child has
+// its own once started).
+func (f *childFDs) closeChildEnds() {
+	for _, c := range append([]*os.File{f.specR, f.infoW, f.readyW, f.holdR}, f.later...) {
+		if c != nil {
+			c.Close()
+		}
+	}
+	f.specR, f.infoW, f.readyW, f.holdR, f.later = nil, nil, nil, nil, nil
+}
+
+// closeParentEnds closes the parent's ends that no goroutine took over.
+func (f *childFDs) closeParentEnds() {
+	for _, c := range []*os.File{f.specW, f.infoR, f.readyR, f.holdW} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// sandboxPID is the sandbox's init, once bubblewrap has reported it:
+// signals that arrive before are held and delivered then.
+type sandboxPID struct {
+	mu      sync.Mutex
+	pid     int
+	pending []os.Signal
+}
+
+func (p *sandboxPID) set(pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pid = pid
+	for _, s := range p.pending {
+		_ = unix.Kill(pid, s.(syscall.Signal))
+	}
+	p.pending = nil
+}
+
+func (p *sandboxPID) signal(s os.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pid > 0 {
+		_ = unix.Kill(p.pid, s.(syscall.Signal))
+		return
+	}
+	p.pending = append(p.pending, s)
+}
+
+// watchInfo reads bubblewrap's info (fd 4) and records the init's host
+// pid in target; the returned channel delivers it once, for the cgroup
+// hand-off, and is closed.
+func (r *run) watchInfo(infoR *os.File, helperPID int, target *sandboxPID) <-chan int {
+	initPID := make(chan int, 1)
+	go func() {
+		defer infoR.Close()
+		defer close(initPID)
+		var info struct {
+			ChildPID int `json:"child-pid"`
+		}
+		// The helper has a pid namespace of its own: bubblewrap reports
+		// the pid the helper sees.
+		if json.NewDecoder(infoR).Decode(&info) == nil && info.ChildPID > 0 {
+			if pid, err := hostPIDBelow(helperPID, info.ChildPID); err == nil {
+				target.set(pid)
+				initPID <- pid
+			}
+		}
+		io.Copy(io.Discard, infoR)
+	}()
+	return initPID
+}
+
+// initState is what the init said on fd 8.
+type initState struct {
+	ran, tmpFull bool
+}
+
+// watchReady reads the init's messages (fd 8) until EOF, and moves a held
+// command into its cgroup when the init says it waits (fd 9).
+func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int) <-chan initState {
+	out := make(chan initState, 1)
+	go func() {
+		defer readyR.Close()
+		var st initState
+		var b [1]byte
+		for n := 0; n < 16; n++ {
+			if k, _ := readyR.Read(b[:]); k != 1 {
+				break
+			}
+			switch b[0] {
+			case InitRunning:
+				st.ran = true
+			case InitForked:
+				r.release(holdW, initPID)
+				holdW = nil
+			case TmpFullReport:
+				st.tmpFull = true
+			}
+		}
+		if holdW != nil {
+			holdW.Close()
+		}
+		io.Copy(io.Discard, readyR)
+		out <- st
+	}()
+	return out
+}
+
+// release moves the held command into the run's cgroups and lets it go;
+// when it cannot, the command runs only if the limits were best-effort
+// defaults (closing fd 9 without a byte stops it).
+func (r *run) release(holdW *os.File, initPID <-chan int) {
+	if holdW == nil {
+		return
+	}
+	defer holdW.Close()
+	err := r.joinCgroup(initPID)
+	switch {
+	case err == nil:
+		holdW.Write([]byte{1})
+	case r.spec.Limits.BestEffort:
+		r.cgWarn = "default limits not enforced: the command could not join its cgroup: " + err.Error()
+		holdW.Write([]byte{1})
+	default:
+		r.cgErr = err
+	}
+}
+
+// joinCgroup moves the command (the init's only child, held before its
+// exec) into the run's cgroups.
+func (r *run) joinCgroup(initPID <-chan int) error {
+	pid, ok := <-initPID
+	if !ok {
+		return errors.New("bubblewrap never reported the sandbox's pid")
+	}
+	kids, err := childrenOf(pid)
+	if err == nil && len(kids) != 1 {
+		// The init forks the command from a thread that then exits: the
+		// per-thread children lists can miss it while it is handed to
+		// another thread. Its parent, as a process, never changes.
+		kids, err = childrenByStat(pid)
+	}
+	if err != nil {
+		return err
+	}
+	if len(kids) != 1 {
+		return fmt.Errorf("the sandbox's init has %d children, want 1", len(kids))
+	}
+	return r.cg.add(kids[0])
+}
