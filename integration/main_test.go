@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/sbxtest"
 )
 
 // sbxBin is the sbx binary built for this run.
@@ -24,19 +26,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SBX_VICTIM") != "" {
 		os.Exit(victim(os.Args[1:]))
 	}
-	dir, err := os.MkdirTemp("", "sbx-it-bin-")
+	bin, dir, err := sbxtest.Build()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	sbxBin = filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", sbxBin, "../cmd/sbx")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building sbx:", err)
 		os.Exit(1)
 	}
+	sbxBin = bin
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -1,7 +1,7 @@
 package linux
 
 // InitArg is argv[1] of the sbx binary when it runs as the in-sandbox init.
-// Dispatch on it happens before any flag parsing (see cmd/sbx/main.go).
+// Dispatch on it happens before any flag parsing (session.Reexec).
 const InitArg = "__sbx_init"
 
 // The descriptors and messages between sbx (the parent) and the init.

@@ -3,11 +3,10 @@ package session_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/internal/sbxtest"
 	"github.com/sbx-sandbox/sbx/session"
 )
 
@@ -21,19 +20,12 @@ func TestMain(m *testing.M) {
 	if runtime.GOOS != "linux" {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "sbx-session-bin-")
+	bin, dir, err := sbxtest.Build()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	sbxBinary = filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", sbxBinary, "../cmd/sbx")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building sbx:", err)
 		os.Exit(1)
 	}
+	sbxBinary = bin
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
