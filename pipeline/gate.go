@@ -10,7 +10,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
@@ -262,7 +261,7 @@ func (g *Gate) decideRules(ctx context.Context, call *Call, pre *hookOutcome, v 
 	trail := func(s string, a ...any) { v.Trail = append(v.Trail, fmt.Sprintf(s, a...)) }
 	var pc *ParsedCommand
 	if call.Tool == "Bash" {
-		pc = SplitCommand(call.command())
+		pc = g.split(call.command())
 	}
 	sandboxed := g.willSandbox(call, pc)
 	v.Sandboxed = sandboxed
@@ -308,11 +307,16 @@ func (g *Gate) decideRules(ctx context.Context, call *Call, pre *hookOutcome, v 
 		}
 	}
 	if g.Mode != ModeBypass {
-		for _, p := range g.writePaths(call, pc) {
+		writes, unknown := g.writePaths(call, pc)
+		for _, p := range writes {
 			if why := protectedPath(p, g.Cwd, g.Home); why != "" {
 				trail("write to protected path %s (%s)", p, why)
 				return DecisionAsk, fmt.Sprintf("writing %s (%s) always needs approval", p, why), "safety: protected path", nil
 			}
+		}
+		if unknown && !sandboxed {
+			trail("a file written is known only when the command runs")
+			return DecisionAsk, "a file the command writes is known only when it runs (a variable, a substitution, or a cd to one); it needs approval", "safety: dynamic path", nil
 		}
 	}
 	if call.Tool == "AskUserQuestion" {
@@ -326,6 +330,12 @@ func (g *Gate) decideRules(ctx context.Context, call *Call, pre *hookOutcome, v 
 	case DecisionAsk:
 		trail("PreToolUse hook asked")
 		return DecisionAsk, pre.reason, pre.source, nil
+	}
+	// What cannot be parsed, or is too long to, only a hook or the user
+	// may allow.
+	if pc != nil && pc.Unparseable {
+		trail("the command %s", pc.Reason)
+		return DecisionAsk, "the command " + pc.Reason + ": it needs approval", "safety: unparseable command", nil
 	}
 	// 6. bypassPermissions.
 	if g.Mode == ModeBypass {
@@ -373,7 +383,7 @@ func (g *Gate) resolveAsk(ctx context.Context, call *Call, reason, source string
 			}
 			var pc *ParsedCommand
 			if call.Tool == "Bash" {
-				pc = SplitCommand(call.command())
+				pc = g.split(call.command())
 			}
 			for _, r := range g.rules {
 				if r.Behavior != BehaviorAllow && r.MatchTool(call.Tool) && g.ruleMatchesAny(r, call, pc) {
@@ -426,11 +436,16 @@ func (g *Gate) ruleMatchesAny(r *Rule, call *Call, pc *ParsedCommand) bool {
 		return paramMatches(r, call)
 	}
 	if call.Tool == "Bash" && r.bashRe != nil {
-		if pc.Unparseable {
-			return r.bashRe.MatchString(strings.TrimSpace(call.command()))
+		if pc.Unparseable && r.bashRe.MatchString(strings.TrimSpace(call.command())) {
+			return true
+		}
+		for _, p := range pc.Pieces {
+			if r.matchBash(p) {
+				return true
+			}
 		}
 		for _, sc := range pc.Commands {
-			if sc.Text != "" && r.matchBash(sc.Text) {
+			if sc.Text != "" && (r.matchBash(sc.Text) || r.matchBash(sc.Norm) || r.matchDynamicName(&sc)) {
 				return true
 			}
 		}
@@ -450,8 +465,7 @@ func (g *Gate) ruleMatches(r *Rule, call *Call) bool {
 	}
 	switch {
 	case r.bashRe != nil:
-		pc := SplitCommand(call.command())
-		return g.ruleMatchesAny(r, call, pc)
+		return g.ruleMatchesAny(r, call, g.split(call.command()))
 	case r.pathRule != nil:
 		for _, p := range g.callPaths(call) {
 			if g.pathMatches(r, p, r.Behavior) {
@@ -460,15 +474,13 @@ func (g *Gate) ruleMatches(r *Rule, call *Call) bool {
 		}
 		return false
 	case r.domain != "":
-		u, err := url.Parse(call.str("url"))
-		if err != nil || u.Hostname() == "" {
-			return false
+		h, ok := webHost(call.str("url"))
+		if !ok {
+			// A host that cannot be read: a deny or ask rule cannot be
+			// ruled out.
+			return r.Behavior != BehaviorAllow
 		}
-		h, err := netrules.NormalizeHost(u.Hostname())
-		if err != nil {
-			return false
-		}
-		return netrules.MatchHost(r.domain, h.String())
+		return netrules.MatchHost(r.domain, h)
 	case r.Tool == "Agent":
 		ok, _ := path.Match(r.Spec, call.str("subagent_type"))
 		return ok
@@ -477,6 +489,37 @@ func (g *Gate) ruleMatches(r *Rule, call *Call) bool {
 		return re.MatchString(call.str("skill"))
 	}
 	return false
+}
+
+// webHost reads a URL's host the way browsers and HTTP clients do:
+// percent-escapes decoded, the full-width dots IDNA maps to "." mapped,
+// case and a trailing dot normalised.
+func webHost(raw string) (string, bool) {
+	rest := raw
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	if i := strings.IndexAny(rest, "/?#\\"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	host, err := url.PathUnescape(rest)
+	if err != nil {
+		return "", false
+	}
+	if !strings.HasPrefix(host, "[") {
+		if i := strings.LastIndexByte(host, ':'); i >= 0 {
+			host = host[:i]
+		}
+	}
+	host = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".").Replace(host)
+	h, err := netrules.NormalizeHost(host)
+	if err != nil || h.String() == "" {
+		return "", false
+	}
+	return h.String(), true
 }
 
 func paramMatches(r *Rule, call *Call) bool {
@@ -537,53 +580,35 @@ func (g *Gate) pathMatches(r *Rule, p string, b Behavior) bool {
 	return m || mt
 }
 
-// fileReadCommands are the Bash commands whose arguments are checked as
-// Read (spec §1.7).
-var fileReadCommands = []string{"cat", "head", "tail", "sed", "less", "more"}
-
 // readPaths and writePaths list the files a call reads or writes, for the
-// Read/Edit rules, Bash file commands and redirections included.
+// Read/Edit rules, Bash file commands and redirections included; unknown
+// reports a Bash path that cannot be known before the command runs.
 func (g *Gate) readPaths(call *Call, pc *ParsedCommand) []string {
 	switch call.Tool {
 	case "Read", "Glob", "Grep":
 		return g.callPaths(call)
 	case "Bash":
 		var out []string
-		for _, sc := range pc.Commands {
-			if len(sc.Args) > 0 && slices.Contains(fileReadCommands, sc.Args[0]) {
-				for _, a := range sc.Args[1:] {
-					if a != "" && !strings.HasPrefix(a, "-") {
-						out = append(out, g.abs(a))
-					}
-				}
-			}
-			for _, rd := range sc.Redirects {
-				if !rd.Output && rd.Path != "" {
-					out = append(out, g.abs(rd.Path))
-				}
-			}
+		for i := range pc.Commands {
+			out = append(out, g.commandPaths(&pc.Commands[i]).reads...)
 		}
 		return out
 	}
 	return nil
 }
 
-func (g *Gate) writePaths(call *Call, pc *ParsedCommand) []string {
+func (g *Gate) writePaths(call *Call, pc *ParsedCommand) (paths []string, unknown bool) {
 	switch call.Tool {
 	case "Edit", "Write", "MultiEdit", "NotebookEdit":
-		return g.callPaths(call)
+		return g.callPaths(call), false
 	case "Bash":
-		var out []string
-		for _, sc := range pc.Commands {
-			for _, rd := range sc.Redirects {
-				if rd.Output && rd.Path != "" && rd.Path != "/dev/null" {
-					out = append(out, g.abs(rd.Path))
-				}
-			}
+		for i := range pc.Commands {
+			bp := g.commandPaths(&pc.Commands[i])
+			paths = append(paths, bp.writes...)
+			unknown = unknown || bp.unknown
 		}
-		return out
 	}
-	return nil
+	return paths, unknown
 }
 
 // pathRuleHit finds a Read or Edit rule of behavior b that matches a path
@@ -593,7 +618,8 @@ func (g *Gate) pathRuleHit(b Behavior, call *Call, pc *ParsedCommand) *Rule {
 	if call.Tool != "Bash" && call.Tool != "Edit" && call.Tool != "Write" && call.Tool != "MultiEdit" {
 		return nil // the direct file tools were matched by MatchTool above
 	}
-	reads, writes := g.readPaths(call, pc), g.writePaths(call, pc)
+	reads := g.readPaths(call, pc)
+	writes, _ := g.writePaths(call, pc)
 	for _, r := range g.rules {
 		if r.Behavior != b || r.pathRule == nil {
 			continue
@@ -616,6 +642,9 @@ func (g *Gate) pathRuleHit(b Behavior, call *Call, pc *ParsedCommand) *Rule {
 	}
 	return nil
 }
+
+// split parses a Bash command as it runs in the gate's working directory.
+func (g *Gate) split(cmd string) *ParsedCommand { return SplitCommandAt(cmd, g.Cwd, g.Home) }
 
 // inWorkDirs reports whether p lies in the working directories.
 func (g *Gate) inWorkDirs(p string) bool {

@@ -26,9 +26,12 @@ var readOnlyGit = []string{"status", "log", "diff", "show", "rev-parse", "ls-fil
 	"shortlog", "ls-tree", "cat-file", "merge-base", "reflog"}
 
 // isReadOnly reports whether a simple command is in the built-in
-// read-only set.
-func isReadOnly(sc SimpleCommand) bool {
-	if len(sc.Args) == 0 || sc.Args[0] == "" || sc.ExecWrapper {
+// read-only set: a known program (by name, or by its path in a system
+// directory), no assignment that changes what runs, no arguments from
+// stdin, no file written, and none of the flags that make it run code or
+// write.
+func (g *Gate) isReadOnly(sc SimpleCommand) bool {
+	if len(sc.Args) == 0 || sc.Args[0] == "" || sc.ExecWrapper || sc.DynamicName || sc.UnsafeEnv || sc.FromStdin || sc.Privileged || sc.Arith {
 		return false
 	}
 	for _, rd := range sc.Redirects {
@@ -36,40 +39,75 @@ func isReadOnly(sc SimpleCommand) bool {
 			return false
 		}
 	}
-	name := sc.Args[0]
+	name, system := progName(sc.Args[0])
+	if !system {
+		return false
+	}
+	args := sc.Args[1:]
+	if slices.ContainsFunc(args, func(a string) bool { return a == "" }) && name != "echo" && name != "printf" {
+		return false // a dynamic argument: a path, or an option
+	}
+	if bad, ok := dangerousFlags[name]; ok && slices.ContainsFunc(args, func(a string) bool {
+		return slices.ContainsFunc(bad, func(f string) bool {
+			return a == f || strings.HasPrefix(a, f+"=") || (len(f) == 2 && f[0] == '-' && strings.HasPrefix(a, f) && !strings.HasPrefix(a, "--"))
+		})
+	}) {
+		return false
+	}
 	switch name {
 	case "find":
-		for _, a := range sc.Args[1:] {
-			if strings.HasPrefix(a, "-fprint") || a == "-fls" {
-				return false
-			}
-		}
-		return true
+		return !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-fprint") || a == "-fls" })
 	case "file":
-		return !slices.Contains(sc.Args[1:], "-m") && !slices.Contains(sc.Args[1:], "-f")
+		return !slices.Contains(args, "-m") && !slices.Contains(args, "-f")
 	case "env", "printenv":
-		return len(sc.Args) == 1 || name == "printenv"
+		return len(args) == 0 || name == "printenv"
+	case "uniq":
+		ops, _ := operands(sc.Words[1:])
+		return len(ops) < 2 // uniq IN OUT writes OUT
 	case "git":
-		rest := sc.Args[1:]
-		if len(rest) == 0 {
-			return false
-		}
-		sub := rest[0]
-		switch sub {
-		case "branch", "tag", "remote", "stash":
-			// Listing forms only.
-			for _, a := range rest[1:] {
-				if !strings.HasPrefix(a, "-") || !slices.Contains([]string{"-a", "-r", "-v", "-vv", "--list", "-l", "--all"}, a) {
-					return sub == "stash" && a == "list"
-				}
-			}
-			return sub != "stash" || len(rest) > 1
-		case "config":
-			return len(rest) > 1 && (rest[1] == "--get" || rest[1] == "--list" || rest[1] == "-l" || rest[1] == "--get-all")
-		}
-		return slices.Contains(readOnlyGit, sub)
+		return g.readOnlyGit(sc, args)
 	}
 	return slices.Contains(readOnlyCommands, name)
+}
+
+// dangerousFlags make an otherwise read-only command run a program or
+// write a file.
+var dangerousFlags = map[string][]string{
+	"rg":   {"--pre", "--pre-glob", "--search-zip", "-z"},
+	"grep": {"--include-from"},
+	"tree": {"-o"},
+	"less": {"-o", "--log-file", "-O", "--LOG-FILE"},
+	"diff": {"--to-file"},
+	"sort": {"-o", "--output", "--compress-program"},
+	"git":  {"--output", "-O", "--open-files-in-pager", "--ext-diff", "--textconv", "-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree"},
+}
+
+// readOnlyGit: a git subcommand that changes nothing, run in the working
+// directories (git in another directory reads that repository's config,
+// which can run programs).
+func (g *Gate) readOnlyGit(sc SimpleCommand, rest []string) bool {
+	for _, d := range sc.Dirs {
+		if d == "" || !g.inWorkDirs(d) {
+			return false
+		}
+	}
+	if len(rest) == 0 {
+		return false
+	}
+	sub := rest[0]
+	switch sub {
+	case "branch", "tag", "remote", "stash":
+		// Listing forms only.
+		for _, a := range rest[1:] {
+			if !strings.HasPrefix(a, "-") || !slices.Contains([]string{"-a", "-r", "-v", "-vv", "--list", "-l", "--all"}, a) {
+				return sub == "stash" && a == "list"
+			}
+		}
+		return sub != "stash" || len(rest) > 1
+	case "config":
+		return len(rest) > 1 && (rest[1] == "--get" || rest[1] == "--list" || rest[1] == "-l" || rest[1] == "--get-all")
+	}
+	return slices.Contains(readOnlyGit, sub)
 }
 
 // allowed is step 8: every subcommand covered by an allow rule or the
@@ -102,7 +140,11 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 		if sc.Text == "" && len(sc.Redirects) == 0 {
 			continue
 		}
-		covered := sc.Text == "" || isReadOnly(sc)
+		covered := sc.Text == "" || g.isReadOnly(sc)
+		if !covered && g.needsEyes(&sc) {
+			v.Trail = append(v.Trail, "no allow rule can vouch for "+sc.Text+": its program or a file it reads or writes is known only when it runs")
+			return nil, false
+		}
 		if !covered {
 			for _, r := range g.rules {
 				if r.Behavior != BehaviorAllow || r.Tool != "Bash" {
@@ -128,15 +170,24 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 			if !rd.Output || rd.Path == "/dev/null" {
 				continue
 			}
-			if rd.Path == "" || strings.HasPrefix(rd.Path, "~") {
+			paths, ok := g.resolveWord(&sc, rd.Word)
+			if !ok || rd.Path == "" || rd.Word.Glob {
 				return nil, false // a target that cannot be read statically
 			}
-			if !g.editAllowed(g.abs(rd.Path)) {
-				return nil, false
+			for _, p := range paths {
+				if !g.editAllowed(p) {
+					return nil, false
+				}
 			}
 		}
 	}
 	return last, true
+}
+
+// needsEyes reports whether an allow rule must not vouch for a command:
+// its program is computed at run time, or a file it reads or writes is.
+func (g *Gate) needsEyes(sc *SimpleCommand) bool {
+	return sc.DynamicName || g.commandPaths(sc).unknown
 }
 
 // editAllowed reports whether writing p is approved without a prompt: an
@@ -203,30 +254,33 @@ func (g *Gate) modeBaseline(ctx context.Context, call *Call, pc *ParsedCommand, 
 }
 
 // inScopeFileCommands reports whether every subcommand is an acceptEdits
-// file command (or read-only) whose literal path arguments are all inside
-// the working directories.
+// file command (or read-only) whose files, read and written, are all known
+// and inside the working directories (a sed script that runs commands is
+// not a file command).
 func (g *Gate) inScopeFileCommands(pc *ParsedCommand) bool {
 	if len(pc.Commands) == 0 {
 		return false
 	}
 	for _, sc := range pc.Commands {
-		if isReadOnly(sc) {
+		if g.isReadOnly(sc) {
 			continue
 		}
-		if len(sc.Args) == 0 || !slices.Contains(acceptEditsCommands, sc.Args[0]) || sc.Dynamic {
+		if len(sc.Args) == 0 || sc.Dynamic || sc.DynamicName || sc.UnsafeEnv || sc.Privileged || sc.FromStdin {
 			return false
 		}
-		for _, a := range sc.Args[1:] {
-			if a == "" {
-				return false
-			}
-			if strings.HasPrefix(a, "-") {
-				continue
-			}
-			if sc.Args[0] == "sed" && !strings.Contains(a, "/") && !strings.Contains(a, ".") {
-				continue // the sed script
-			}
-			if !g.inWorkDirs(g.abs(a)) {
+		name, system := progName(sc.Args[0])
+		if !system || !slices.Contains(acceptEditsCommands, name) {
+			return false
+		}
+		if name == "sed" && slices.ContainsFunc(sc.Args[1:], sedRunsCode) {
+			return false
+		}
+		bp := g.commandPaths(&sc)
+		if bp.unknown || len(bp.writes) == 0 && name != "sed" {
+			return false
+		}
+		for _, p := range append(bp.reads, bp.writes...) {
+			if !g.inWorkDirs(p) {
 				return false
 			}
 		}
@@ -267,29 +321,61 @@ func (g *Gate) classify(ctx context.Context, call *Call, v *Verdict) (Decision, 
 
 // criticalRemove reports why an rm/rmdir targets a critical path: /, a
 // direct child of /, the home directory, a working directory or one of its
-// parents, a glob directly under one of those, or a glob under a variable.
+// parents, a glob directly under one of those, a path built from a
+// variable or substitution, or targets read from stdin (xargs).
 func (g *Gate) criticalRemove(pc *ParsedCommand) string {
 	for _, sc := range pc.Commands {
-		if len(sc.Args) == 0 || (sc.Args[0] != "rm" && sc.Args[0] != "rmdir") {
+		if len(sc.Args) == 0 {
 			continue
 		}
-		for _, a := range sc.Args[1:] {
-			if strings.HasPrefix(a, "-") && a != "-" {
-				continue
+		if sc.DynamicName {
+			for _, w := range sc.Words[1:] {
+				if w.Values[0] == "-rf" || w.Values[0] == "-fr" || w.Values[0] == "-r" || w.Values[0] == "--recursive" {
+					return "a recursive removal by a program named at run time"
+				}
 			}
-			if a == "" {
-				return "a path built from a variable or substitution"
+			continue
+		}
+		if name, _ := progName(sc.Args[0]); name != "rm" && name != "rmdir" {
+			continue
+		}
+		if sc.FromStdin {
+			return "targets read from standard input (xargs)"
+		}
+		ops, _ := operands(sc.Words[1:])
+		for _, w := range ops {
+			if why := g.criticalWord(&sc, w); why != "" {
+				return why
 			}
-			glob := strings.ContainsAny(a, "*?[")
-			p := g.abs(strings.TrimSuffix(a, "/"))
-			if a == "/" {
-				p = "/"
+		}
+	}
+	return ""
+}
+
+// criticalWord checks one rm target, in every directory the command may
+// run in.
+func (g *Gate) criticalWord(sc *SimpleCommand, w Word) string {
+	if w.Dynamic {
+		return "a path built from a variable or substitution"
+	}
+	for _, a := range w.Values {
+		dirs := sc.Dirs
+		if len(dirs) == 0 {
+			dirs = []string{g.Cwd}
+		}
+		for _, d := range dirs {
+			if d == "" && !filepath.IsAbs(a) {
+				return "a path relative to a directory known only at run time"
+			}
+			p := filepath.Clean(a)
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(d, p)
 			}
 			dir := p
-			if glob {
+			if w.Glob {
 				dir = filepath.Dir(p)
 			}
-			if why := g.criticalDir(dir); why != "" && (glob || dir == p) {
+			if why := g.criticalDir(dir); why != "" && (w.Glob || dir == p) {
 				return why
 			}
 		}

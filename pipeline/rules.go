@@ -185,6 +185,23 @@ func (r *Rule) matchBash(text string) bool {
 	return strings.HasPrefix(text, r.bashPrefix) && r.bashRe.MatchString(text)
 }
 
+// matchDynamicName reports whether the rule would match sc if its program,
+// which is computed at run time ($(echo git) push), were the rule's own.
+func (r *Rule) matchDynamicName(sc *SimpleCommand) bool {
+	if !sc.DynamicName || len(sc.Words) < 2 {
+		return false
+	}
+	name, _, _ := strings.Cut(strings.TrimSpace(r.bashPrefix), " ")
+	if name == "" || strings.ContainsAny(name, "*?") {
+		return false
+	}
+	var rest []string
+	for _, w := range sc.Words[1:] {
+		rest = append(rest, w.Values...)
+	}
+	return r.matchBash(name + " " + strings.Join(rest, " "))
+}
+
 // MatchTool reports whether a rule names a tool (exactly, by glob, or as an
 // MCP server prefix).
 func (r *Rule) MatchTool(tool string) bool {

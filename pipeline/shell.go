@@ -14,31 +14,58 @@ const MaxCommandLen = 10000
 // SimpleCommand is one command a shell string would run: every command of
 // a compound (&&, ||, ;, |, |&, &, newlines), and those nested in
 // subshells, $(…), backticks, process substitutions, loops, conditionals
-// and function bodies.
+// and function bodies, and in the string of sh -c / bash -c.
 type SimpleCommand struct {
-	// Text is the command as written, wrappers (timeout, nice …) and
-	// leading variable assignments stripped; deny and ask rules match it.
+	// Text is the command as written, wrappers (timeout, nice, env, exec,
+	// sudo, xargs …) and leading variable assignments stripped.
 	Text string
+	// Norm is the command as bash will run it: its expanded words joined
+	// by single spaces, redirections left out, the program named by its
+	// base name. Deny and ask rules match Text and Norm.
+	Norm string
 	// AllowText is what allow rules match: Text, unless a leading assignment
 	// is not on the safe list, in which case it keeps the assignments.
 	AllowText string
-	// Args are the words after wrapper stripping, unquoted where they are
-	// plain literals ("" for a word that is not).
+	// Args are the expanded words after wrapper stripping: a brace
+	// expansion gives several, a dynamic word gives "".
 	Args []string
+	// Words are the same words with what the expansion found out, in
+	// order (Args flattens their Values).
+	Words []Word
 	// Dynamic is set when a word holds a command or process substitution:
 	// no rule can vouch for what it expands to.
 	Dynamic bool
+	// DynamicName is set when the program name itself is computed at run
+	// time ($X, $(…), ~- …).
+	DynamicName bool
 	// ExecWrapper is set for watch, setsid, ionice, flock and find with
 	// -exec/-delete: only exact rules may approve them.
 	ExecWrapper bool
+	// Privileged is set when sudo or doas runs the command.
+	Privileged bool
+	// FromStdin is set when xargs runs the command: more arguments come
+	// from standard input.
+	FromStdin bool
+	// UnsafeEnv is set when an assignment not on the safe list applies
+	// (a prefix, env NAME=VALUE, or an earlier statement of the string):
+	// it may change what runs (PATH, LD_PRELOAD, GIT_*, BASH_ENV …).
+	UnsafeEnv bool
+	// Arith is set for [[ ]], (( )) and let with arithmetic on anything but
+	// integer literals: bash evaluates array subscripts in it, which can
+	// run commands.
+	Arith bool
+	// Dirs are the working directories the command may run in: the cwd,
+	// and the targets of cd/pushd before it ("" when one is unknown).
+	Dirs []string
 	// Redirects are the targets of redirections, with their direction.
 	Redirects []Redirect
 }
 
 // Redirect is one file redirection of a command.
 type Redirect struct {
-	Path   string // literal path; empty when not a plain literal
-	Output bool   // > >> &> (checked as an edit); false for < (a read)
+	Path   string // the expanded path; empty when not static
+	Word   Word   // the target word, expanded
+	Output bool   // > >> &> >& <> (checked as an edit); false for < <& (a read)
 	Raw    string
 }
 
@@ -50,54 +77,118 @@ type ParsedCommand struct {
 	// may allow it.
 	Unparseable bool
 	Reason      string
+	// Pieces are, for an unparseable command, the parts between
+	// separators, for deny and ask rules to try.
+	Pieces []string
 }
 
 // safeEnvVars are assignments that may precede a command an allow rule
-// approves (NODE_ENV=test npm test).
-var safeEnvVars = []string{"NODE_ENV", "RUST_BACKTRACE", "RUST_LOG", "LANG", "LC_ALL", "TZ", "NO_COLOR", "FORCE_COLOR", "CI", "DEBUG", "PYTHONUNBUFFERED", "GOFLAGS", "CGO_ENABLED"}
+// approves (NODE_ENV=test npm test), and that keep a command read-only.
+var safeEnvVars = []string{"NODE_ENV", "RUST_BACKTRACE", "RUST_LOG", "LANG", "LC_ALL", "TZ", "NO_COLOR", "FORCE_COLOR", "CI", "DEBUG", "PYTHONUNBUFFERED", "CGO_ENABLED"}
 
 // parsers reuses Bash parsers across calls (a Parser is not safe for
 // concurrent use; the pool hands each caller its own).
 var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
 
-// SplitCommand parses a Bash command string with mvdan.cc/sh.
-func SplitCommand(cmd string) *ParsedCommand {
+// SplitCommand parses a Bash command string with mvdan.cc/sh, with no
+// working directory or home known (tildes stay as written, cd targets are
+// unknown).
+func SplitCommand(cmd string) *ParsedCommand { return SplitCommandAt(cmd, "", "~") }
+
+// SplitCommandAt parses a Bash command string that runs in cwd with home
+// as the home directory: tildes, brace expansions, quotes and escapes are
+// expanded as bash would, and cd/pushd are followed.
+func SplitCommandAt(cmd, cwd, home string) *ParsedCommand {
 	pc := &ParsedCommand{}
 	if len(cmd) > MaxCommandLen {
-		pc.Unparseable, pc.Reason = true, "longer than 10,000 characters"
+		pc.Unparseable, pc.Reason, pc.Pieces = true, "longer than 10,000 characters", pieces(cmd)
 		return pc
 	}
 	p := parsers.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(cmd), "")
 	parsers.Put(p)
 	if err != nil {
-		pc.Unparseable, pc.Reason = true, "cannot be parsed: "+err.Error()
+		pc.Unparseable, pc.Reason, pc.Pieces = true, "cannot be parsed: "+err.Error(), pieces(cmd)
 		return pc
 	}
+	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc}
+	sp.walk(f)
+	return pc
+}
+
+// splitter walks one parsed string in source order.
+type splitter struct {
+	src, home string
+	dirs      []string // where the next command may run; "" is unknown
+	tainted   bool     // an earlier statement assigned an unsafe variable
+	depth     int      // sh -c nesting
+	pc        *ParsedCommand
+}
+
+func (sp *splitter) walk(f syntax.Node) {
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.Stmt:
-			if ce, ok := n.Cmd.(*syntax.CallExpr); ok {
-				pc.Commands = append(pc.Commands, simple(cmd, ce, n.Redirs))
-			} else if n.Cmd == nil && len(n.Redirs) > 0 {
-				pc.Commands = append(pc.Commands, SimpleCommand{Redirects: redirects(cmd, n.Redirs)})
-			} else {
-				// Redirections on compound commands (loops, groups) still
-				// write files.
-				if len(n.Redirs) > 0 {
-					pc.Commands = append(pc.Commands, SimpleCommand{Redirects: redirects(cmd, n.Redirs)})
+			sp.stmt(n)
+		case *syntax.DeclClause:
+			// declare/export/local/readonly: their own command; an
+			// assignment in them taints what follows.
+			sc := SimpleCommand{Text: src(sp.src, n), AllowText: src(sp.src, n), Args: []string{n.Variant.Value}, Dynamic: hasSubst(n), Dirs: sp.dirs}
+			sc.Norm = sc.Text
+			for _, a := range n.Args {
+				if a.Name != nil && !slices.Contains(safeEnvVars, a.Name.Value) {
+					sp.tainted = true
 				}
 			}
-		case *syntax.DeclClause, *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause, *syntax.CoprocClause, *syntax.TimeClause:
-			// declare/export/local, [[ ]], (( )), let, coproc, time: run as
-			// their own commands; give them a text rules can see.
-			if d, ok := n.(*syntax.DeclClause); ok {
-				pc.Commands = append(pc.Commands, SimpleCommand{Text: src(cmd, d), AllowText: src(cmd, d), Args: []string{d.Variant.Value}, Dynamic: hasSubst(d)})
+			sp.pc.Commands = append(sp.pc.Commands, sc)
+		case *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
+			if codeInArith(n) {
+				t := src(sp.src, n)
+				sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Text: t, Norm: t, AllowText: t, Args: []string{""}, Arith: true, Dirs: sp.dirs})
 			}
 		}
 		return true
 	})
-	return pc
+}
+
+func (sp *splitter) stmt(n *syntax.Stmt) {
+	ce, ok := n.Cmd.(*syntax.CallExpr)
+	if !ok {
+		// Redirections on compound commands (loops, groups) still write
+		// files; a bare redirection (> f) too.
+		if len(n.Redirs) > 0 {
+			sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Redirects: sp.redirects(n.Redirs), Dirs: sp.dirs})
+		}
+		return
+	}
+	if len(ce.Args) == 0 {
+		// NAME=VALUE alone: it changes every later command of the string.
+		for _, a := range ce.Assigns {
+			if a.Name != nil && !slices.Contains(safeEnvVars, a.Name.Value) {
+				sp.tainted = true
+			}
+		}
+		if len(n.Redirs) > 0 {
+			sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Redirects: sp.redirects(n.Redirs), Dirs: sp.dirs})
+		}
+		return
+	}
+	sc := sp.simple(ce, n.Redirs)
+	sp.pc.Commands = append(sp.pc.Commands, sc)
+	sp.follow(sc)
+}
+
+// pieces cuts an unparseable string at every separator bash knows, so deny
+// and ask rules can be tried on what can be read of it.
+func pieces(cmd string) []string {
+	f := func(r rune) bool { return strings.ContainsRune(";&|\n()`{}", r) }
+	var out []string
+	for _, p := range strings.FieldsFunc(strings.ReplaceAll(cmd, "$(", "("), f) {
+		if p = strings.Join(strings.Fields(p), " "); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func src(cmd string, n syntax.Node) string {
@@ -120,32 +211,57 @@ func hasSubst(n syntax.Node) bool {
 	return found
 }
 
-// literal returns a word's value when it is made only of literals and
-// quotes, or "" and false.
-func literal(w *syntax.Word) (string, bool) {
-	var b strings.Builder
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			b.WriteString(p.Value)
-		case *syntax.SglQuoted:
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				l, ok := q.(*syntax.Lit)
-				if !ok {
-					return "", false
+// codeInArith reports whether [[ ]], (( )) or let evaluates arithmetic on
+// anything but integer literals: a variable or string there is evaluated
+// as an expression, and an array subscript in it runs command
+// substitutions ([[ 'a[$(touch p)]' -eq 0 ]]).
+func codeInArith(n syntax.Node) bool {
+	switch n := n.(type) {
+	case *syntax.TestClause:
+		found := false
+		syntax.Walk(n.X, func(m syntax.Node) bool {
+			if b, ok := m.(*syntax.BinaryTest); ok {
+				switch b.Op {
+				case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+					found = found || !intLiteral(b.X) || !intLiteral(b.Y)
 				}
-				b.WriteString(l.Value)
 			}
-		default:
-			return "", false
-		}
+			return !found
+		})
+		return found
+	case *syntax.ArithmCmd, *syntax.LetClause:
+		found := false
+		syntax.Walk(n, func(m syntax.Node) bool {
+			switch m := m.(type) {
+			case *syntax.ParamExp, *syntax.CmdSubst, *syntax.SglQuoted, *syntax.DblQuoted:
+				found = true
+			case *syntax.Lit:
+				found = found || strings.IndexFunc(m.Value, func(r rune) bool { return r != '_' && !(r >= '0' && r <= '9') }) >= 0 && !isNumber(m.Value)
+			}
+			return !found
+		})
+		return found
 	}
-	return b.String(), true
+	return false
 }
 
-func redirects(cmd string, rs []*syntax.Redirect) []Redirect {
+func intLiteral(n syntax.Node) bool {
+	w, ok := n.(*syntax.Word)
+	if !ok || len(w.Parts) != 1 {
+		return false
+	}
+	l, ok := w.Parts[0].(*syntax.Lit)
+	return ok && isNumber(l.Value)
+}
+
+func isNumber(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// redirects lists the redirections that name a file. >&WORD and <&WORD
+// name one unless WORD is a descriptor number or -.
+func (sp *splitter) redirects(rs []*syntax.Redirect) []Redirect {
 	var out []Redirect
 	for _, r := range rs {
 		if r.Word == nil {
@@ -153,105 +269,31 @@ func redirects(cmd string, rs []*syntax.Redirect) []Redirect {
 		}
 		var rd Redirect
 		switch r.Op {
-		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrInOut:
 			rd.Output = true
 		case syntax.RdrIn:
-		case syntax.RdrInOut:
-			rd.Output = true
+		case syntax.DplOut, syntax.DplIn:
+			if v, ok := plainWord(r.Word); ok && (isNumber(v) || v == "-" || isNumber(strings.TrimSuffix(v, "-"))) {
+				continue // 2>&1, <&3, >&-: a descriptor, not a file
+			}
+			rd.Output = r.Op == syntax.DplOut
 		default:
-			continue // dup (2>&1, <&3), heredocs and herestrings name no file
+			continue // heredocs and herestrings name no file
 		}
-		rd.Raw = src(cmd, r.Word)
-		if p, ok := literal(r.Word); ok {
-			rd.Path = p
+		rd.Raw = src(sp.src, r.Word)
+		rd.Word = expandWord(r.Word, sp.home, sp.dir())
+		if !rd.Word.Dynamic && len(rd.Word.Values) == 1 {
+			rd.Path = rd.Word.Values[0]
 		}
 		out = append(out, rd)
 	}
 	return out
 }
 
-// wrappers are stripped before matching, with the options they take.
-var wrappers = map[string]func(args []string) int{
-	"timeout": func(a []string) int { return skipOpts(a, []string{"-k", "--kill-after", "-s", "--signal"}) + 1 },
-	"time":    func(a []string) int { return skipOpts(a, nil) },
-	"nice":    func(a []string) int { return skipOpts(a, []string{"-n", "--adjustment"}) },
-	"nohup":   func(a []string) int { return 0 },
-	"stdbuf":  func(a []string) int { return skipOpts(a, []string{"-i", "-o", "-e"}) },
-	"command": func(a []string) int { return skipOpts(a, nil) },
-	"builtin": func(a []string) int { return 0 },
-	"noglob":  func(a []string) int { return 0 },
-}
-
-// skipOpts counts leading options; those in withArg take the next word.
-func skipOpts(a []string, withArg []string) int {
-	i := 0
-	for i < len(a) && strings.HasPrefix(a[i], "-") && a[i] != "-" {
-		if a[i] == "--" {
-			return i + 1
-		}
-		if slices.Contains(withArg, a[i]) {
-			i++
-		}
-		i++
+// dir is the one working directory when it is known for sure, else "".
+func (sp *splitter) dir() string {
+	if len(sp.dirs) == 1 {
+		return sp.dirs[0]
 	}
-	return i
-}
-
-var execWrappers = []string{"watch", "setsid", "ionice", "flock"}
-
-func simple(cmd string, ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCommand {
-	sc := SimpleCommand{Redirects: redirects(cmd, rs), Dynamic: hasSubst(ce)}
-	words := ce.Args
-	lits := make([]string, len(words))
-	for i, w := range words {
-		lits[i], _ = literal(w)
-	}
-	// Strip wrappers: timeout 30 npm test → npm test. `command -v` is a
-	// lookup, not a wrapper.
-	start := 0
-	for start < len(words) {
-		name := lits[start]
-		skip, ok := wrappers[name]
-		if !ok || (name == "command" && start+1 < len(lits) && (lits[start+1] == "-v" || lits[start+1] == "-V")) {
-			if name == "xargs" && start+1 < len(lits) && !strings.HasPrefix(lits[start+1], "-") {
-				start++ // bare xargs: the command it runs is what counts
-				continue
-			}
-			break
-		}
-		n := 1 + skip(lits[start+1:])
-		if start+n >= len(words) {
-			break // a wrapper with nothing to run
-		}
-		start += n
-	}
-	words, lits = words[start:], lits[start:]
-	sc.Args = lits
-	if len(words) > 0 {
-		sc.Text = cmd[words[0].Pos().Offset():words[len(words)-1].End().Offset()]
-	}
-	sc.AllowText = sc.Text
-	for _, a := range ce.Assigns {
-		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
-			if len(words) > 0 && start == 0 {
-				sc.AllowText = cmd[ce.Assigns[0].Pos().Offset():words[len(words)-1].End().Offset()]
-			} else {
-				sc.AllowText = src(cmd, ce)
-			}
-			break
-		}
-	}
-	if len(lits) > 0 {
-		if slices.Contains(execWrappers, lits[0]) {
-			sc.ExecWrapper = true
-		}
-		if lits[0] == "find" {
-			for _, a := range lits[1:] {
-				if a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir" || a == "-delete" {
-					sc.ExecWrapper = true
-				}
-			}
-		}
-	}
-	return sc
+	return ""
 }

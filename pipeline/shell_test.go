@@ -37,7 +37,7 @@ func TestSplitCommand(t *testing.T) {
 		{"nice -n 5 nohup npm test", []string{"npm test"}},
 		{"command -v git", []string{"command -v git"}},
 		{"xargs grep x", []string{"grep x"}},
-		{"xargs -n1 grep x", []string{"xargs -n1 grep x"}},
+		{"xargs -n1 grep x", []string{"grep x"}},
 		{"FOO=1 npm test", []string{"npm test"}},
 		{"cat <<EOF\nhi\nEOF", []string{"cat"}},
 	}

@@ -1,0 +1,274 @@
+package pipeline
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// bashPaths are the files one Bash command reads and writes, resolved
+// against every directory it may run in. unknown is set when one of them
+// cannot be known before it runs (a dynamic word, an unknown directory).
+type bashPaths struct {
+	reads, writes []string
+	unknown       bool
+}
+
+// commandPaths finds the files a command reads and writes: its
+// redirections, and the file arguments of the commands sbx knows (cat …,
+// cp, mv, install, ln, tee, touch, mkdir, rm, rmdir, truncate, chmod,
+// chown, dd, sed, sort -o, uniq, tree -o, git --output, find -fprint).
+func (g *Gate) commandPaths(sc *SimpleCommand) bashPaths {
+	var bp bashPaths
+	add := func(w Word, write bool) {
+		ps, ok := g.resolveWord(sc, w)
+		bp.unknown = bp.unknown || !ok
+		if write {
+			bp.writes = append(bp.writes, ps...)
+		} else {
+			bp.reads = append(bp.reads, ps...)
+		}
+	}
+	for _, rd := range sc.Redirects {
+		if rd.Word.Values == nil {
+			continue
+		}
+		if rd.Output && rd.Path == "/dev/null" {
+			continue
+		}
+		add(rd.Word, rd.Output)
+	}
+	if len(sc.Words) == 0 || sc.Words[0].Dynamic {
+		return bp
+	}
+	name, _ := progName(sc.Words[0].Values[0])
+	for _, fa := range fileArgs(name, sc.Words[1:]) {
+		add(fa.w, fa.write)
+	}
+	return bp
+}
+
+type fileArg struct {
+	w     Word
+	write bool
+}
+
+// operands are the words after the options (an option's own argument is
+// not told apart: a harmless over-approximation for paths).
+func operands(words []Word) (ops []Word, opts []string) {
+	dashdash := false
+	for _, w := range words {
+		v := w.Values[0]
+		if !dashdash && !w.Dynamic && strings.HasPrefix(v, "-") && v != "-" {
+			if v == "--" {
+				dashdash = true
+				continue
+			}
+			opts = append(opts, v)
+			continue
+		}
+		ops = append(ops, w)
+	}
+	return ops, opts
+}
+
+// optValue returns the value of an option given as -x V, -xV, --long=V or
+// --long V, with the word it came from.
+func optValue(words []Word, short, long string) []Word {
+	var out []Word
+	for i, w := range words {
+		v := w.Values[0]
+		switch {
+		case (v == short || v == long) && i+1 < len(words):
+			out = append(out, words[i+1])
+		case short != "" && strings.HasPrefix(v, short) && len(v) > len(short) && !strings.HasPrefix(v, "--"):
+			out = append(out, Word{Values: []string{v[len(short):]}, Dynamic: w.Dynamic, Glob: w.Glob})
+		case long != "" && strings.HasPrefix(v, long+"="):
+			out = append(out, Word{Values: []string{v[len(long)+1:]}, Dynamic: w.Dynamic, Glob: w.Glob})
+		}
+	}
+	return out
+}
+
+func fileArgs(name string, words []Word) []fileArg {
+	ops, _ := operands(words)
+	all := func(write bool) []fileArg {
+		var out []fileArg
+		for _, w := range ops {
+			out = append(out, fileArg{w, write})
+		}
+		return out
+	}
+	switch name {
+	case "cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64":
+		return all(false)
+	case "mv":
+		return append(all(true), written(optValue(words, "-t", "--target-directory"))...)
+	case "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink":
+		return all(true)
+	case "cp", "install", "ln":
+		return copyArgs(words, ops)
+	case "chmod", "chown", "chgrp":
+		if len(ops) > 0 {
+			ops = ops[1:] // the mode or owner
+		}
+		var out []fileArg
+		for _, w := range ops {
+			out = append(out, fileArg{w, true})
+		}
+		return out
+	case "dd":
+		var out []fileArg
+		for _, w := range ops {
+			if v, ok := strings.CutPrefix(w.Values[0], "of="); ok {
+				out = append(out, fileArg{Word{Values: []string{v}, Dynamic: w.Dynamic, Glob: w.Glob}, true})
+			} else if v, ok := strings.CutPrefix(w.Values[0], "if="); ok {
+				out = append(out, fileArg{Word{Values: []string{v}, Dynamic: w.Dynamic, Glob: w.Glob}, false})
+			}
+		}
+		return out
+	case "sed":
+		return sedArgs(words, ops)
+	case "sort":
+		return append(all(false), written(optValue(words, "-o", "--output"))...)
+	case "uniq":
+		if len(ops) > 1 {
+			return []fileArg{{ops[0], false}, {ops[1], true}}
+		}
+		return all(false)
+	case "tree":
+		return written(optValue(words, "-o", ""))
+	case "git":
+		return written(optValue(words, "", "--output"))
+	case "find":
+		var out []fileArg
+		for i, w := range words {
+			if slices.Contains([]string{"-fprint", "-fprint0", "-fprintf", "-fls"}, w.Values[0]) && i+1 < len(words) {
+				out = append(out, fileArg{words[i+1], true})
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func written(ws []Word) []fileArg {
+	var out []fileArg
+	for _, w := range ws {
+		out = append(out, fileArg{w, true})
+	}
+	return out
+}
+
+// copyArgs: cp/install/ln write their target (-t DIR, or the last operand)
+// and read the rest.
+func copyArgs(words, ops []Word) []fileArg {
+	var out []fileArg
+	if t := optValue(words, "-t", "--target-directory"); len(t) > 0 {
+		for _, w := range ops {
+			if !slices.ContainsFunc(t, func(x Word) bool { return slices.Equal(x.Values, w.Values) }) {
+				out = append(out, fileArg{w, false})
+			}
+		}
+		return append(out, written(t)...)
+	}
+	for i, w := range ops {
+		out = append(out, fileArg{w, i == len(ops)-1})
+	}
+	return out
+}
+
+// sedArgs: the script is the first operand unless -e or -f gives it; the
+// files are read, and written with -i; w and W commands in the script
+// write their file.
+func sedArgs(words, ops []Word) []fileArg {
+	_, opts := operands(words)
+	inPlace := slices.ContainsFunc(opts, func(o string) bool {
+		return strings.HasPrefix(o, "-i") || strings.HasPrefix(o, "--in-place") || (!strings.HasPrefix(o, "--") && strings.Contains(o, "i"))
+	})
+	scripts := optValue(words, "-e", "--expression")
+	if len(scripts) == 0 && len(optValue(words, "-f", "--file")) == 0 && len(ops) > 0 {
+		scripts, ops = ops[:1], ops[1:]
+	}
+	var out []fileArg
+	for _, w := range ops {
+		if slices.ContainsFunc(scripts, func(x Word) bool { return slices.Equal(x.Values, w.Values) }) {
+			continue
+		}
+		out = append(out, fileArg{w, inPlace})
+	}
+	for _, s := range scripts {
+		for _, f := range sedWrites(s.Values[0]) {
+			out = append(out, fileArg{Word{Values: []string{f}, Dynamic: s.Dynamic}, true})
+		}
+	}
+	return out
+}
+
+// sedWrites finds the files a sed script's w and W commands (and the w
+// flag of s///) write. It over-approximates: a w after a ; or newline,
+// or after the closing delimiter of an s command.
+func sedWrites(script string) []string {
+	var out []string
+	for _, line := range strings.FieldsFunc(script, func(r rune) bool { return r == '\n' || r == ';' }) {
+		l := strings.TrimSpace(line)
+		for _, cmd := range []string{"w ", "W "} {
+			if i := strings.Index(l, cmd); i >= 0 && (i == 0 || strings.ContainsRune("/0123456789$gpIiMme}", rune(l[i-1]))) {
+				out = append(out, strings.TrimSpace(l[i+2:]))
+			}
+		}
+	}
+	return out
+}
+
+// sedRunsCode reports whether a sed script has an e command or the e flag
+// of s///: sed then runs shell commands.
+func sedRunsCode(script string) bool {
+	for _, line := range strings.FieldsFunc(script, func(r rune) bool { return r == '\n' || r == ';' }) {
+		l := strings.TrimLeft(strings.TrimSpace(line), "0123456789,$/ !")
+		if strings.HasPrefix(l, "e") {
+			return true
+		}
+		if strings.HasPrefix(l, "s") && len(l) > 1 {
+			d := l[1]
+			if parts := strings.Split(l, string(d)); len(parts) >= 4 && strings.Contains(parts[len(parts)-1], "e") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resolveWord returns the absolute paths a word may name, one per value
+// and per directory the command may run in; a glob adds what it matches
+// now. ok is false when the word or a directory is not known.
+func (g *Gate) resolveWord(sc *SimpleCommand, w Word) (paths []string, ok bool) {
+	if w.Dynamic {
+		return nil, false
+	}
+	dirs := sc.Dirs
+	if len(dirs) == 0 {
+		dirs = []string{g.Cwd}
+	}
+	ok = true
+	for _, v := range w.Values {
+		for _, d := range dirs {
+			var p string
+			switch {
+			case filepath.IsAbs(v):
+				p = filepath.Clean(v)
+			case d == "":
+				ok = false
+				continue
+			default:
+				p = filepath.Join(d, v)
+			}
+			paths = append(paths, p)
+			if w.Glob {
+				m, _ := filepath.Glob(p)
+				paths = append(paths, m...)
+			}
+		}
+	}
+	return paths, ok
+}

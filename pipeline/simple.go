@@ -1,0 +1,257 @@
+package pipeline
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// wrapper describes a command that runs the rest of its words as another
+// command: how many of its own words (options and their arguments) to
+// skip, and what running through it means.
+type wrapper struct {
+	skip       func(args []string) int
+	privileged bool // sudo, doas
+	stdin      bool // xargs: more arguments from standard input
+	env        bool // env: NAME=VALUE words are assignments
+}
+
+// wrappers are stripped before matching, with the options they take.
+var wrappers = map[string]wrapper{
+	"timeout": {skip: func(a []string) int { return skipOpts(a, []string{"-k", "--kill-after", "-s", "--signal"}) + 1 }},
+	"time":    {skip: func(a []string) int { return skipOpts(a, nil) }},
+	"nice":    {skip: func(a []string) int { return skipOpts(a, []string{"-n", "--adjustment"}) }},
+	"nohup":   {skip: func(a []string) int { return 0 }},
+	"stdbuf":  {skip: func(a []string) int { return skipOpts(a, []string{"-i", "-o", "-e"}) }},
+	"command": {skip: func(a []string) int { return skipOpts(a, nil) }},
+	"builtin": {skip: func(a []string) int { return 0 }},
+	"noglob":  {skip: func(a []string) int { return 0 }},
+	"exec":    {skip: func(a []string) int { return skipOpts(a, []string{"-a"}) }},
+	"env": {skip: func(a []string) int {
+		return skipOpts(a, []string{"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+	}, env: true},
+	"sudo": {skip: func(a []string) int {
+		return skipOpts(a, []string{"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user"})
+	}, privileged: true},
+	"doas": {skip: func(a []string) int { return skipOpts(a, []string{"-u", "-C"}) }, privileged: true},
+	"xargs": {skip: func(a []string) int {
+		return skipOpts(a, []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"})
+	}, stdin: true},
+}
+
+// skipOpts counts leading options; those in withArg take the next word
+// (unless glued to it: -n5, --max-args=5).
+func skipOpts(a []string, withArg []string) int {
+	i := 0
+	for i < len(a) && strings.HasPrefix(a[i], "-") && a[i] != "-" {
+		if a[i] == "--" {
+			return i + 1
+		}
+		if slices.Contains(withArg, a[i]) {
+			i++
+		}
+		i++
+	}
+	return i
+}
+
+var execWrappers = []string{"watch", "setsid", "ionice", "flock"}
+
+// shells run the string after -c as commands of their own.
+var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"}
+
+// systemDirs are where a program named by path is the same program as by
+// its name.
+var systemDirs = []string{"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"}
+
+// progName is the name rules and checks know a program by: the base name
+// of a path (/bin/rm is rm), and whether that path is a system directory's
+// (so the program is the one of that name).
+func progName(arg string) (name string, system bool) {
+	if !strings.Contains(arg, "/") {
+		return arg, true
+	}
+	return filepath.Base(arg), slices.Contains(systemDirs, filepath.Dir(arg))
+}
+
+func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCommand {
+	sc := SimpleCommand{Redirects: sp.redirects(rs), Dynamic: hasSubst(ce), Dirs: sp.dirs, UnsafeEnv: sp.tainted}
+	words := make([]Word, len(ce.Args))
+	first := make([]string, len(ce.Args)) // each word's first value
+	for i, w := range ce.Args {
+		words[i] = expandWord(w, sp.home, sp.dir())
+		first[i] = words[i].Values[0]
+	}
+	start := sp.stripWrappers(&sc, words, first)
+	wargs := ce.Args[start:]
+	sc.Words = words[start:]
+	for _, w := range sc.Words {
+		sc.Args = append(sc.Args, w.Values...)
+	}
+	if len(wargs) > 0 {
+		sc.Text = sp.src[wargs[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
+		sc.DynamicName = sc.Words[0].Dynamic
+	}
+	sc.Norm = norm(sc.Words, wargs, sp.src)
+	sc.AllowText = sc.Text
+	for _, a := range ce.Assigns {
+		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
+			sc.UnsafeEnv = true
+			if len(wargs) > 0 && start == 0 {
+				sc.AllowText = sp.src[ce.Assigns[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
+			} else {
+				sc.AllowText = src(sp.src, ce)
+			}
+			break
+		}
+	}
+	if len(sc.Args) > 0 {
+		name, _ := progName(sc.Args[0])
+		sc.ExecWrapper = slices.Contains(execWrappers, name) || name == "find" && slices.ContainsFunc(sc.Args[1:], func(a string) bool {
+			return a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir" || a == "-delete"
+		})
+		sp.shellString(sc, wargs)
+	}
+	return sc
+}
+
+// stripWrappers skips wrappers (timeout 30 npm test → npm test) and
+// returns where the command proper starts. `command -v` is a lookup, not a
+// wrapper.
+func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []string) int {
+	start := 0
+	for start < len(words) {
+		name, _ := progName(first[start])
+		wr, ok := wrappers[name]
+		if !ok || words[start].Dynamic || (name == "command" && start+1 < len(first) && (first[start+1] == "-v" || first[start+1] == "-V")) {
+			break
+		}
+		n := 1 + wr.skip(first[start+1:])
+		if wr.env {
+			for start+n < len(first) && strings.Contains(first[start+n], "=") {
+				if k, _, _ := strings.Cut(first[start+n], "="); !slices.Contains(safeEnvVars, k) {
+					sc.UnsafeEnv = true
+				}
+				n++
+			}
+		}
+		if start+n >= len(words) {
+			break // a wrapper with nothing to run
+		}
+		sc.Privileged = sc.Privileged || wr.privileged
+		sc.FromStdin = sc.FromStdin || wr.stdin
+		start += n
+	}
+	return start
+}
+
+// norm joins the expanded words with single spaces, the program by its
+// base name; a dynamic word stays as written.
+func norm(words []Word, raw []*syntax.Word, source string) string {
+	var parts []string
+	for i, w := range words {
+		switch {
+		case w.Dynamic:
+			parts = append(parts, src(source, raw[i]))
+		case i == 0:
+			name, _ := progName(w.Values[0])
+			parts = append(parts, name)
+			parts = append(parts, w.Values[1:]...)
+		default:
+			parts = append(parts, w.Values...)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellString adds the commands of sh -c 'STRING' (and bash, zsh …) as
+// commands of their own, so every rule and check sees them.
+func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
+	name, _ := progName(sc.Args[0])
+	if !slices.Contains(shells, name) || sp.depth > 4 {
+		return
+	}
+	for i := 1; i < len(sc.Words); i++ {
+		a := sc.Words[i].Values[0]
+		if a == "-o" || a == "+o" {
+			i++ // -o pipefail
+			continue
+		}
+		if !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") {
+			return // a script file: not a string we can read
+		}
+		if !strings.Contains(a, "c") || i+1 >= len(sc.Words) {
+			continue
+		}
+		body := sc.Words[i+1]
+		if body.Dynamic || len(body.Values) != 1 {
+			return // the string is computed: the outer command asks
+		}
+		inner := SplitCommandAt(body.Values[0], sp.dir(), sp.home)
+		if inner.Unparseable {
+			sp.pc.Pieces = append(sp.pc.Pieces, inner.Pieces...)
+			sp.pc.Unparseable, sp.pc.Reason = true, "the string of "+name+" -c "+inner.Reason
+			return
+		}
+		for _, c := range inner.Commands {
+			c.UnsafeEnv = c.UnsafeEnv || sc.UnsafeEnv
+			c.Privileged = c.Privileged || sc.Privileged
+			sp.pc.Commands = append(sp.pc.Commands, c)
+		}
+		return
+	}
+}
+
+// follow tracks cd and pushd: later commands may run in the new
+// directory, or, when the string is not that simple (a subshell, a
+// condition), still in the old one; both stay candidates. A target that
+// cannot be known makes the directory unknown.
+func (sp *splitter) follow(sc SimpleCommand) {
+	if len(sc.Args) == 0 {
+		return
+	}
+	switch sc.Args[0] {
+	case "cd", "pushd":
+	case "popd":
+		sp.dirs = appendDir(sp.dirs, "")
+		return
+	default:
+		return
+	}
+	var target *Word
+	for i := 1; i < len(sc.Words); i++ {
+		if v := sc.Words[i].Values[0]; strings.HasPrefix(v, "-") && v != "-" && !sc.Words[i].Dynamic {
+			continue
+		}
+		target = &sc.Words[i]
+		break
+	}
+	next := slices.Clone(sp.dirs)
+	switch {
+	case target == nil:
+		next = appendDir(next, sp.home)
+	case target.Dynamic || target.Glob || target.Values[0] == "-" || len(target.Values) != 1:
+		next = appendDir(next, "")
+	default:
+		for _, d := range sp.dirs {
+			switch {
+			case filepath.IsAbs(target.Values[0]):
+				next = appendDir(next, filepath.Clean(target.Values[0]))
+			case d == "":
+				next = appendDir(next, "")
+			default:
+				next = appendDir(next, filepath.Join(d, target.Values[0]))
+			}
+		}
+	}
+	sp.dirs = next
+}
+
+func appendDir(dirs []string, d string) []string {
+	if slices.Contains(dirs, d) {
+		return dirs
+	}
+	return append(slices.Clone(dirs), d)
+}
