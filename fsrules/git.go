@@ -17,10 +17,11 @@ var gitDataFiles = []string{
 }
 
 // gitDataDirs are the directories of a git directory whose whole content is
-// git's own data (objects, refs, reflogs, the state of a rebase …; the
-// legacy branches/ and remotes/ hold remote URLs, as a new remote would).
-var gitDataDirs = []string{"objects", "refs", "logs", "reftable", "rebase-merge", "rebase-apply",
-	"sequencer", "lfs", "rr-cache", "branches", "remotes"}
+// git's own data (objects, refs, reflogs; the legacy branches/ and remotes/
+// hold remote URLs, as a new remote would). The state of a rebase, am or
+// cherry-pick in progress (rebase-merge/, rebase-apply/, sequencer/) is
+// not: its todo list runs commands when the user continues on the host.
+var gitDataDirs = []string{"objects", "refs", "logs", "reftable", "lfs", "rr-cache", "branches", "remotes"}
 
 // gitInfoFiles are the entries of info/ that change nothing but what git
 // ignores or lists.
@@ -39,8 +40,12 @@ func GitEntry(rel string, dir bool) (ok, config bool, why string) {
 	switch {
 	case rel == "config" && !dir:
 		return false, true, ""
+	case rel == "objects/info/alternates" || rel == "objects/info/http-alternates":
+		return false, false, "alternates send git to another object store"
 	case slices.Contains(gitDataDirs, top):
 		return true, false, ""
+	case top == "rebase-merge" || top == "rebase-apply" || top == "sequencer":
+		return false, false, "the state of a rebase or cherry-pick in progress: its todo list runs commands when continued on the host"
 	case len(parts) == 1 && !dir && (slices.Contains(gitDataFiles, top) || strings.HasPrefix(top, "sharedindex.") ||
 		strings.HasSuffix(top, ".lock")):
 		return true, false, ""
@@ -62,4 +67,14 @@ func GitEntry(rel string, dir bool) (ok, config bool, why string) {
 		return false, false, top + " sends git to another directory"
 	}
 	return false, false, "not git's own data (objects, refs, index, logs …)"
+}
+
+// LooksLikeHead reports whether data is what git accepts in a HEAD file: a
+// symbolic ref ("ref: refs/…") or an object name.
+func LooksLikeHead(data []byte) bool {
+	h := strings.TrimSpace(string(data))
+	if strings.HasPrefix(h, "ref:") {
+		return true
+	}
+	return (len(h) == 40 || len(h) == 64) && strings.Trim(h, "0123456789abcdefABCDEF") == ""
 }

@@ -41,8 +41,11 @@ type Change struct {
 	Git string
 	// OldConfig and NewConfig are the host's and the command's content of
 	// a git config file (Path is Git/config); OldConfig is nil when the
-	// host has none.
+	// host has none. For Git/HEAD, NewConfig is the config the directory
+	// has once the HEAD makes it a git directory.
 	OldConfig, NewConfig []byte
+	// Link: the new entry is a symbolic link.
+	Link bool
 }
 
 // Refusal is a change the policy does not let reach the host.
@@ -86,6 +89,9 @@ func (p *Policy) Check(c *Change) *Refusal {
 		}
 	}
 	if p.Home != "" {
+		if Within(c.Path, filepath.Join(p.Home, ".local", "lib")) && pythonStartup(filepath.Base(c.Path)) && c.Kind != Delete {
+			return refuse("home", "Python runs "+filepath.Base(c.Path)+" at every start from the user's site-packages")
+		}
 		for _, h := range homePersistence {
 			hp := filepath.Join(p.Home, h)
 			if Within(c.Path, hp) || p.replacesAncestor(c, hp) {
@@ -103,6 +109,14 @@ func (p *Policy) Check(c *Change) *Refusal {
 		return nil
 	}
 	rel := strings.TrimPrefix(c.Path, c.Git+"/")
+	if c.Link && c.Kind != Delete {
+		return refuse("git", "a symbolic link in a git directory: git on the host follows it (a reflog linked to ~/.bashrc)")
+	}
+	if rel == "HEAD" && c.Kind != Delete && c.NewConfig != nil {
+		if ok, why := GitConfigChange(nil, c.NewConfig); !ok {
+			return refuse("git", "this HEAD makes "+c.Git+" a git directory whose config "+why)
+		}
+	}
 	ok, config, why := GitEntry(rel, c.Dir)
 	if config {
 		if c.Kind == Delete {

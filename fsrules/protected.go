@@ -1,6 +1,9 @@
 package fsrules
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // protectedFiles are file names that give code execution later (shell start-up
 // files, tool and editor configuration that runs commands). Inside a writable
@@ -20,6 +23,8 @@ var protectedFiles = []string{
 	".gdbinit", ".lldbinit", ".pdbrc",
 	// Tool managers whose project files carry hooks and tasks.
 	"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".aider.conf.yml",
+	".cshrc", ".tcshrc", ".kshrc", ".mkshrc", ".login", ".logout", ".hgrc", ".lazy.lua", ".tmux.conf",
+	".tigrc", ".perldb", ".octaverc", ".lessfilter", ".terraformrc",
 }
 
 // protectedDirs are directory names whose whole contents are protected, for
@@ -28,7 +33,7 @@ var protectedFiles = []string{
 var protectedDirs = []string{
 	".vscode", ".idea", ".husky", ".cargo", ".devcontainer", ".yarn", ".mvn",
 	".claude", ".sbx", ".codex", ".cursor", ".gemini", ".windsurf", ".continue", ".zed",
-	".fleet", ".amazonq", ".roo", ".kiro", ".mise",
+	".fleet", ".amazonq", ".roo", ".kiro", ".mise", ".hg", ".helix", ".vim", ".nvim", ".ipython",
 }
 
 // protectedNested are protected paths of two components (a directory of that
@@ -53,6 +58,17 @@ var homePersistence = []string{
 	".docker", ".kube", ".aws", ".azure", ".config/gcloud", ".m2", ".gradle", ".pip", ".pydistutils.cfg",
 	".pypirc", ".netrc", ".condarc", ".Rprofile", ".psqlrc", ".sqliterc", ".gemrc", ".irbrc", ".pryrc",
 	".curlrc", ".wgetrc", ".mailcap", ".local/state/sbx", ".config/sbx",
+	".config/hg", ".config/tmux", ".config/starship.toml", ".config/kitty", ".config/alacritty",
+	".config/wezterm", ".wezterm.lua", ".config/helix", ".local/share/nvim", ".subversion",
+	".rustup", ".cargo/config.toml", ".cargo/config", ".config/fontconfig", ".config/readline",
+	".ipython", ".jupyter", ".config/ipython", ".bun", ".deno", ".npm-global", ".config/npm",
+}
+
+// pythonStartup are the files Python runs at every start from any
+// site-packages directory (the user's, below ~/.local/lib, included):
+// path configuration files can hold an import line.
+func pythonStartup(name string) bool {
+	return strings.HasSuffix(name, ".pth") || name == "sitecustomize.py" || name == "usercustomize.py"
 }
 
 // ProtectedFiles returns the protected file names (a copy).

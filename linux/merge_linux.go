@@ -318,8 +318,19 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		}
 	}
 	c := s.change(kind, false)
-	if name == "config" && s.git != "" && s.path == s.git+"/config" {
+	c.Link = st.Mode&unix.S_IFMT == unix.S_IFLNK
+	switch {
+	case name == "config" && s.git != "" && s.path == s.git+"/config":
 		c.OldConfig, c.NewConfig = readSmall(host, name), readSmall(up, name)
+	case name == "HEAD" && s.git != "" && s.path == s.git+"/HEAD" && !fsrules.LooksLikeHead(readSmall(host, name)):
+		// A new HEAD makes its directory a git directory: the config
+		// already there (from an earlier run, when this was no git
+		// directory) must pass as if it were new.
+		cfg := readSmall(up, "config")
+		if cfg == nil {
+			cfg = readSmall(host, "config")
+		}
+		c.NewConfig = cfg
 	}
 	if r := m.pol.Check(c); r != nil {
 		m.refuse(r, up, name)
@@ -665,22 +676,32 @@ func (m *merger) conflict(path string, up int, name string) {
 }
 
 // isGitDirAt reports whether name in the directory up (the upper layer, or
-// -1) or host (or -1) is a git directory: HEAD is a file and objects/ a
-// directory, or commondir a file (a linked worktree's).
+// -1) or host (or -1) is, or may be taken by git for, a git directory: it
+// has a HEAD (a link, or a file that reads as a ref or an object name), or
+// a commondir file (a linked worktree's). Git also wants objects/ and
+// refs/, but those may be links to anywhere: they are not looked at, so a
+// directory counts as soon as its HEAD does.
 func isGitDirAt(up, host int, name string) bool {
-	has := func(entry string, mode uint32) bool {
-		for _, d := range []int{up, host} {
-			if d < 0 {
-				continue
-			}
-			var st unix.Stat_t
-			if unix.Fstatat(d, filepath.Join(name, entry), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-				return st.Mode&unix.S_IFMT == mode
-			}
+	for _, d := range []int{up, host} {
+		if d < 0 {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(d, filepath.Join(name, "commondir"), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			return true
+		}
+		if unix.Fstatat(d, filepath.Join(name, "HEAD"), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue // not in this layer: look in the host
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			return true
+		case unix.S_IFREG:
+			return fsrules.LooksLikeHead(readSmall(d, filepath.Join(name, "HEAD")))
 		}
 		return false
 	}
-	return has("HEAD", unix.S_IFREG) && (has("objects", unix.S_IFDIR) || has("commondir", unix.S_IFREG))
+	return false
 }
 
 // openDirAt opens a directory below dirFD without following a link.

@@ -56,3 +56,18 @@ func TestCapBufferConcurrent(t *testing.T) {
 		t.Errorf("kept %d bytes, dropped %d", len(got), b.Dropped())
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"refused to create /w/a.txt", "refused to create /w/a.txt"},
+		{"/w/a\nsbx: fake", `/w/a\x0asbx: fake`},
+		{"/w/\x1b[2K\rx", `/w/\x1b[2K\x0dx`},
+		{"/w/\u202eevil", `/w/\u202eevil`},
+		{"/w/été", "/w/été"},
+	}
+	for _, tt := range tests {
+		if got := printable(tt.in); got != tt.want {
+			t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 )
@@ -82,5 +84,30 @@ func (c *Changes) Lines() []string {
 			out = append(out, fmt.Sprintf("  … and %d more", c.WouldMore))
 		}
 	}
-	return append(out, c.Notes...)
+	out = append(out, c.Notes...)
+	for i, l := range out {
+		out[i] = printable(l)
+	}
+	return out
+}
+
+// printable escapes what a terminal would act on (newlines, escape
+// sequences, bidirectional overrides) in text that holds names the command
+// chose, so no file name can forge or erase a line of sbx's.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
