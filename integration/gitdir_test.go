@@ -70,3 +70,22 @@ func TestGitDirectoryAttacks(t *testing.T) {
 		t.Errorf("a file name forged a line: %q", r.stderr)
 	}
 }
+
+// A workspace reached through a symbolic link in /tmp (which the sandbox
+// replaces with its own) still runs, in the real directory.
+func TestWorkspaceThroughLink(t *testing.T) {
+	e := newEnv(t)
+	link := filepath.Join(os.TempDir(), "sbx-it-link-"+filepath.Base(filepath.Dir(e.ws)))
+	if err := os.Symlink(e.ws, link); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(link)
+	cmd := exec.Command(sbxBin, "run", "-c", "echo hi > f")
+	cmd.Dir, cmd.Env = link, append(e.environ(), "PWD="+link)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(e.path("f")); string(b) != "hi\n" {
+		t.Errorf("f = %q", b)
+	}
+}

@@ -126,6 +126,11 @@ func Open(o Options) (*Session, error) {
 	if s.dir, err = filepath.Abs(s.dir); err != nil {
 		return nil, err
 	}
+	// The sandbox sees the real path (a link in /tmp, say, is not there:
+	// its /tmp is private).
+	if real, err := filepath.EvalSymlinks(s.dir); err == nil {
+		s.dir = real
+	}
 	if s.home == "" {
 		if s.home, err = os.UserHomeDir(); err != nil {
 			return nil, fmt.Errorf("cannot find the home directory: %w (set HOME)", err)
