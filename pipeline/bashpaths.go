@@ -19,6 +19,14 @@ type bashPaths struct {
 // cp, mv, install, ln, tee, touch, mkdir, rm, rmdir, truncate, chmod,
 // chown, dd, sed, sort -o, uniq, tree -o, git --output, find -fprint).
 func (g *Gate) commandPaths(sc *SimpleCommand) bashPaths {
+	if sc.paths == nil {
+		bp := g.findPaths(sc)
+		sc.paths = &bp
+	}
+	return *sc.paths
+}
+
+func (g *Gate) findPaths(sc *SimpleCommand) bashPaths {
 	var bp bashPaths
 	add := func(w Word, write bool) {
 		ps, ok := g.resolveWord(sc, w)
@@ -90,7 +98,15 @@ func optValue(words []Word, short, long string) []Word {
 	return out
 }
 
+// fileCommands are the programs fileArgs knows.
+var fileCommands = []string{"cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64",
+	"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
+	"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find"}
+
 func fileArgs(name string, words []Word) []fileArg {
+	if !slices.Contains(fileCommands, name) {
+		return nil
+	}
 	ops, _ := operands(words)
 	all := func(write bool) []fileArg {
 		var out []fileArg

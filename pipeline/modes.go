@@ -136,12 +136,13 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 		return nil, false
 	}
 	var last *Rule
-	for _, sc := range pc.Commands {
+	for i := range pc.Commands {
+		sc := &pc.Commands[i]
 		if sc.Text == "" && len(sc.Redirects) == 0 {
 			continue
 		}
-		covered := sc.Text == "" || g.isReadOnly(sc)
-		if !covered && g.needsEyes(&sc) {
+		covered := sc.Text == "" || g.isReadOnly(*sc)
+		if !covered && g.needsEyes(sc) {
 			v.Trail = append(v.Trail, "no allow rule can vouch for "+sc.Text+": its program or a file it reads or writes is known only when it runs")
 			return nil, false
 		}
@@ -170,7 +171,7 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 			if !rd.Output || rd.Path == "/dev/null" {
 				continue
 			}
-			paths, ok := g.resolveWord(&sc, rd.Word)
+			paths, ok := g.resolveWord(sc, rd.Word)
 			if !ok || rd.Path == "" || rd.Word.Glob {
 				return nil, false // a target that cannot be read statically
 			}
@@ -185,9 +186,10 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 }
 
 // needsEyes reports whether an allow rule must not vouch for a command:
-// its program is computed at run time, or a file it reads or writes is.
+// its program is computed at run time, or a file it reads or writes is, or
+// it is arithmetic that can run code.
 func (g *Gate) needsEyes(sc *SimpleCommand) bool {
-	return sc.DynamicName || g.commandPaths(sc).unknown
+	return sc.DynamicName || sc.Arith || g.commandPaths(sc).unknown
 }
 
 // editAllowed reports whether writing p is approved without a prompt: an

@@ -46,6 +46,8 @@ type SimpleCommand struct {
 	// FromStdin is set when xargs runs the command: more arguments come
 	// from standard input.
 	FromStdin bool
+	// Wrappers are the programs stripped in front of it (sudo, env …).
+	Wrappers []string
 	// UnsafeEnv is set when an assignment not on the safe list applies
 	// (a prefix, env NAME=VALUE, or an earlier statement of the string):
 	// it may change what runs (PATH, LD_PRELOAD, GIT_*, BASH_ENV …).
@@ -59,6 +61,8 @@ type SimpleCommand struct {
 	Dirs []string
 	// Redirects are the targets of redirections, with their direction.
 	Redirects []Redirect
+	// paths caches what the gate found the command reads and writes.
+	paths *bashPaths
 }
 
 // Redirect is one file redirection of a command.

@@ -78,14 +78,19 @@ func progName(arg string) (name string, system bool) {
 
 func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCommand {
 	sc := SimpleCommand{Redirects: sp.redirects(rs), Dynamic: hasSubst(ce), Dirs: sp.dirs, UnsafeEnv: sp.tainted}
-	words := make([]Word, len(ce.Args))
-	first := make([]string, len(ce.Args)) // each word's first value
-	for i, w := range ce.Args {
-		words[i] = expandWord(w, sp.home, sp.dir())
-		first[i] = words[i].Values[0]
+	// Words that expand to nothing ({,}) vanish, as in bash.
+	var words []Word
+	var first []string // each word's first value
+	var args []*syntax.Word
+	for _, w := range ce.Args {
+		ew := expandWord(w, sp.home, sp.dir())
+		if len(ew.Values) == 0 {
+			continue
+		}
+		words, first, args = append(words, ew), append(first, ew.Values[0]), append(args, w)
 	}
 	start := sp.stripWrappers(&sc, words, first)
-	wargs := ce.Args[start:]
+	wargs := args[start:]
 	sc.Words = words[start:]
 	for _, w := range sc.Words {
 		sc.Args = append(sc.Args, w.Values...)
@@ -142,6 +147,7 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 		}
 		sc.Privileged = sc.Privileged || wr.privileged
 		sc.FromStdin = sc.FromStdin || wr.stdin
+		sc.Wrappers = append(sc.Wrappers, name)
 		start += n
 	}
 	return start
@@ -170,7 +176,28 @@ func norm(words []Word, raw []*syntax.Word, source string) string {
 // commands of their own, so every rule and check sees them.
 func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 	name, _ := progName(sc.Args[0])
-	if !slices.Contains(shells, name) || sp.depth > 4 {
+	if sp.depth > 4 {
+		return
+	}
+	if name == "trap" {
+		ops, _ := operands(sc.Words[1:])
+		if len(ops) > 1 && !ops[0].Dynamic && ops[0].Values[0] != "-" {
+			sp.inner(sc, ops[0].Values[0], "trap")
+		}
+		return
+	}
+	if name == "eval" && len(sc.Words) > 1 {
+		var parts []string
+		for _, w := range sc.Words[1:] {
+			if w.Dynamic {
+				return // computed: the eval itself asks
+			}
+			parts = append(parts, w.Values...)
+		}
+		sp.inner(sc, strings.Join(parts, " "), name)
+		return
+	}
+	if !slices.Contains(shells, name) {
 		return
 	}
 	for i := 1; i < len(sc.Words); i++ {
@@ -189,18 +216,30 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 		if body.Dynamic || len(body.Values) != 1 {
 			return // the string is computed: the outer command asks
 		}
-		inner := SplitCommandAt(body.Values[0], sp.dir(), sp.home)
-		if inner.Unparseable {
-			sp.pc.Pieces = append(sp.pc.Pieces, inner.Pieces...)
-			sp.pc.Unparseable, sp.pc.Reason = true, "the string of "+name+" -c "+inner.Reason
-			return
-		}
-		for _, c := range inner.Commands {
-			c.UnsafeEnv = c.UnsafeEnv || sc.UnsafeEnv
-			c.Privileged = c.Privileged || sc.Privileged
-			sp.pc.Commands = append(sp.pc.Commands, c)
-		}
+		sp.inner(sc, body.Values[0], name+" -c")
 		return
+	}
+}
+
+// inner adds the commands of a string that sc runs as shell code.
+func (sp *splitter) inner(sc SimpleCommand, code, what string) {
+	sub := &splitter{src: code, home: sp.home, dirs: sp.dirs, tainted: sp.tainted || sc.UnsafeEnv, depth: sp.depth + 1, pc: &ParsedCommand{}}
+	p := parsers.Get().(*syntax.Parser)
+	f, err := p.Parse(strings.NewReader(code), "")
+	parsers.Put(p)
+	if err != nil {
+		sp.pc.Pieces = append(sp.pc.Pieces, pieces(code)...)
+		sp.pc.Unparseable, sp.pc.Reason = true, "the string of "+what+" cannot be parsed: "+err.Error()
+		return
+	}
+	sub.walk(f)
+	for _, c := range sub.pc.Commands {
+		c.Privileged = c.Privileged || sc.Privileged
+		sp.pc.Commands = append(sp.pc.Commands, c)
+	}
+	sp.pc.Pieces = append(sp.pc.Pieces, sub.pc.Pieces...)
+	if sub.pc.Unparseable {
+		sp.pc.Unparseable, sp.pc.Reason = true, sub.pc.Reason
 	}
 }
 

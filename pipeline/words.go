@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/expand"
@@ -89,7 +90,22 @@ func expandWord(w *syntax.Word, home, cwd string) Word {
 	if out.Dynamic || len(out.Values) == 0 {
 		return Word{Values: []string{""}, Dynamic: true, Glob: out.Glob}
 	}
+	if len(braced) > 1 && !quoted(w) {
+		// An empty word from a brace expansion vanishes ({,x} is x).
+		out.Values = slices.DeleteFunc(out.Values, func(v string) bool { return v == "" })
+	}
 	return out
+}
+
+// quoted reports whether w has a quoted part.
+func quoted(w *syntax.Word) bool {
+	return slices.ContainsFunc(w.Parts, func(p syntax.WordPart) bool {
+		switch p.(type) {
+		case *syntax.SglQuoted, *syntax.DblQuoted:
+			return true
+		}
+		return false
+	})
 }
 
 // plainWord is the fast path: a word of one literal with nothing bash
