@@ -157,7 +157,11 @@ func CredentialsConfig(s *settings.Settings) creds.Config {
 // with allowRead). Relative to the home directory.
 var credentialFiles = []string{".ssh", ".aws", ".config/gcloud", ".azure", ".kube", ".docker/config.json", ".netrc",
 	".git-credentials", ".config/gh", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gnupg",
-	".claude/.credentials.json", ".config/sbx/credentials.json", ".password-store", ".local/share/keyrings"}
+	".claude/.credentials.json", ".config/sbx/credentials.json", ".password-store", ".local/share/keyrings",
+	// Shell and REPL histories hold typed tokens.
+	".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history", ".local/share/fish/fish_history",
+	".python_history", ".node_repl_history", ".psql_history", ".mysql_history", ".sqlite_history",
+	".rediscli_history", ".irb_history", ".pry_history", ".lesshst", ".local/share/nvim/shada", ".viminfo"}
 
 // credentialReopen are re-opened inside those by default: public halves.
 var credentialReopen = []string{".ssh/known_hosts", ".ssh/*.pub", ".ssh/config"}

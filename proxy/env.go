@@ -76,7 +76,13 @@ func EnvAuth(env []string, httpPort, socksPort int, localLoopback bool, token st
 }
 
 // trustNames are the variables that point tools at the per-run CA.
-var trustNames = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"}
+// Each names a file of roots that replaces (or, for Node, adds to) the
+// system's: an inherited value pointing at the system bundle would make the
+// tool reject the terminated TLS.
+var trustNames = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT",
+	"npm_config_cafile", "NPM_CONFIG_CAFILE", "YARN_CA_FILE_PATH", "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS", "NIX_SSL_CERT_FILE",
+	"CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "DENO_CERT", "CARGO_HTTP_CAINFO",
+	"BUNDLE_SSL_CA_CERT", "HEX_CACERTS_PATH"}
 
 // TrustEnv points common tools at a trust bundle (system roots plus the
 // per-run CA), and Node at the CA alone (it adds extra certificates to its

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,9 +42,16 @@ func TestNewTrust(t *testing.T) {
 	if b, _ := os.ReadFile(tr.BundleFile); !strings.Contains(string(b), string(data)) {
 		t.Error("the bundle lacks the CA")
 	}
-	env := tr.Env([]string{"PATH=/bin"})
-	if !strings.Contains(strings.Join(env, "\n"), tr.BundleFile) {
-		t.Errorf("env does not trust the bundle: %q", env)
+	env := tr.Env([]string{"PATH=/bin", "AWS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt", "npm_config_cafile=/etc/npm-ca.pem"})
+	for _, want := range []string{"SSL_CERT_FILE=" + tr.BundleFile, "AWS_CA_BUNDLE=" + tr.BundleFile, "npm_config_cafile=" + tr.BundleFile, "NODE_EXTRA_CA_CERTS=" + tr.CAFile} {
+		if !slices.Contains(env, want) {
+			t.Errorf("env lacks %s: %q", want, env)
+		}
+	}
+	for _, old := range []string{"AWS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt", "npm_config_cafile=/etc/npm-ca.pem"} {
+		if slices.Contains(env, old) {
+			t.Errorf("the inherited %s is kept", old)
+		}
 	}
 	if _, err := NewTrust("/nonexistent/dir", []*creds.Secret{{Placeholder: "x", Hosts: []string{"h"}}}); err == nil {
 		t.Error("an unwritable directory is not an error")

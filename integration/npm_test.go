@@ -1,0 +1,123 @@
+//go:build linux
+
+package integration
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha1"
+	"crypto/sha512"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// npm installs from a registry double over TLS with NPM_TOKEN bound to it:
+// the proxy terminates TLS with the run's CA, npm trusts it even though
+// the project's .npmrc names the system bundle as its cafile, the registry
+// gets the real token, the sandbox only the placeholder.
+func TestNpmWithBoundToken(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		if inCI() {
+			t.Fatal("npm not installed")
+		}
+		t.Skip("npm not installed")
+	}
+	e := newEnv(t)
+	real := "npm_" + strings.Repeat("R3al", 9)
+	tgz := packageTarball(t)
+	var mu sync.Mutex
+	var auth []string
+	var srv *httptest.Server
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, ".tgz"):
+			w.Write(tgz)
+		case r.URL.Path == "/sbx-dep":
+			sum := sha512.Sum512(tgz)
+			sha := sha1.Sum(tgz)
+			json.NewEncoder(w).Encode(map[string]any{"name": "sbx-dep", "dist-tags": map[string]string{"latest": "1.0.0"},
+				"versions": map[string]any{"1.0.0": map[string]any{"name": "sbx-dep", "version": "1.0.0", "dist": map[string]string{
+					"tarball": strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) + "/sbx-dep/-/sbx-dep-1.0.0.tgz", "shasum": hex.EncodeToString(sha[:]),
+					"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sum[:])}}}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	// The registry is reached by name (the test's certificate names
+	// example.com), resolved by the proxy to the double.
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	reg := fmt.Sprintf("https://example.com:%d/", port)
+	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
+	e.write(".npmrc", fmt.Sprintf("registry=%s\n//example.com:%d/:_authToken=${NPM_TOKEN}\ncafile=/etc/ssl/certs/ca-certificates.crt\n", reg, port))
+	masked, err := creds.MaskEnv([]string{"NPM_TOKEN=" + real, "PATH=/usr/bin:/bin", "HOME=" + e.home, "npm_config_cache=/tmp/npm-cache"},
+		creds.Config{Vars: map[string]creds.VarConfig{"NPM_TOKEN": {Hosts: []string{"example.com"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := e.executor()
+	ex.UpstreamRoots = x509.NewCertPool()
+	ex.UpstreamRoots.AddCert(srv.Certificate())
+	ex.Resolve = func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	spec := e.spec(t, "npm install --no-audit --no-fund --fetch-retries=0 sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))' && echo \"seen: $NPM_TOKEN\"", "example.com", fmt.Sprintf("127.0.0.1:%d", port))
+	spec.Env, spec.Secrets = masked.Env, masked.Secrets
+	var out bytes.Buffer
+	res, err := ex.Run(context.Background(), spec, pipeline.Stdio{Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(out.String(), "from the registry double") {
+		t.Fatalf("npm install: exit %d:\n%s", res.ExitCode, out.String())
+	}
+	if strings.Contains(out.String(), real) {
+		t.Errorf("the real token reached the sandbox: %s", out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auth) == 0 || auth[0] != "Bearer "+real {
+		t.Errorf("the registry got %q, want the real token", auth)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil {
+		t.Errorf("not installed on the host: %v", err)
+	}
+}
+
+// packageTarball is an npm package: package/package.json and index.js.
+func packageTarball(t *testing.T) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range map[string]string{
+		"package/package.json": `{"name":"sbx-dep","version":"1.0.0","main":"index.js"}`,
+		"package/index.js":     `module.exports = "from the registry double";`,
+	} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
