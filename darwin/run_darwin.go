@@ -54,6 +54,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
 	marker := "TMPDIR=" + tmp + "/"
 	env := append(append([]string(nil), s.Env...), marker)
+	var blocked proxy.Blocked
 	if s.Net != nil {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -68,7 +69,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 			return nil, fmt.Errorf("darwin: %w", err)
 		}
 		srv := &proxy.Server{Rules: s.Net.Rules, Strict: s.Net.Strict, Ask: e.Ask, Resolve: e.Resolve,
-			Audit: e.Audit, Secrets: s.Secrets, Token: token}
+			Audit: blocked.Wrap(e.Audit), Secrets: s.Secrets, Token: token}
 		if trust != nil {
 			srv.CA = trust.CA
 		}
@@ -76,7 +77,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		go srv.Serve(ln)
 		defer srv.Close()
 		in.ProxyPort = ln.Addr().(*net.TCPAddr).Port
-		env = proxy.EnvAuth(env, in.ProxyPort, in.ProxyPort, false, token)
+		env = proxy.EnvAuth(env, in.ProxyPort, in.ProxyPort, token)
 	}
 	var stopLog func()
 	if e.Violations != nil {
@@ -121,6 +122,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	res.TimedOut = timedOut
 	res.ExitCode = pipeline.ExitStatus(cmd.ProcessState)
+	res.Blocked = blocked.Lines()
 	return res, nil
 }
 

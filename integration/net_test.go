@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -157,13 +158,34 @@ func TestNetworkIPSpellings(t *testing.T) {
 	}
 }
 
-func TestNetworkLocalhostByName(t *testing.T) {
+// The host's loopback is reached by one name only, host.sbx.internal, when
+// a rule names it; localhost in the sandbox is the sandbox's own.
+func TestNetworkHostLoopbackByName(t *testing.T) {
 	requireCurl(t)
 	e := newEnv(t)
 	plain := newCounted(t, false)
-	r := e.sh(fmt.Sprintf("curl -sS -m5 http://localhost:%d/; echo; curl -sS -m5 --noproxy '' http://127.0.0.1:%d/", plain.port, plain.port), "--allow-domain", "localhost")
+	r := e.sh(fmt.Sprintf("curl -sS -m5 http://host.sbx.internal:%[1]d/; echo; curl -sS -m5 http://localhost:%[1]d/; curl -sS -m5 --noproxy '' http://127.0.0.1:%[1]d/", plain.port),
+		"--allow-domain", fmt.Sprintf("host.sbx.internal:%d", plain.port), "--allow-domain", "localhost")
 	if plain.hits.Load() != 1 {
-		t.Errorf("hits %d, want 1 (localhost by name only)\n%s\n%s", plain.hits.Load(), r.stdout, r.stderr)
+		t.Errorf("hits %d, want 1 (host.sbx.internal only)\n%s\n%s", plain.hits.Load(), r.stdout, r.stderr)
+	}
+}
+
+// A server started in the sandbox is reached on the sandbox's loopback,
+// directly, whatever the rules say about localhost.
+func TestSandboxLoopbackIsDirect(t *testing.T) {
+	requireCurl(t)
+	e := newEnv(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	e.write("index.html", "served inside")
+	script := "python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 & for i in 1 2 3 4 5 6 7 8 9 10; do curl -s -m1 http://localhost:18765/index.html && break; sleep 0.3; done"
+	for _, flags := range [][]string{nil, {"--allow-domain", "localhost"}} {
+		r := e.sh(script, flags...)
+		if !strings.Contains(r.stdout, "served inside") {
+			t.Errorf("flags %v: %q %q", flags, r.stdout, r.stderr)
+		}
 	}
 }
 
@@ -172,7 +194,7 @@ func TestNetworkSettingsAndWebFetchRules(t *testing.T) {
 	e := newEnv(t)
 	plain := newCounted(t, false)
 	os.MkdirAll(filepath.Join(e.home, ".claude"), 0o755)
-	os.WriteFile(filepath.Join(e.home, ".claude/settings.json"), []byte(`{"permissions": {"allow": ["WebFetch(domain:localhost)"]}}`), 0o644)
+	os.WriteFile(filepath.Join(e.home, ".claude/settings.json"), []byte(`{"permissions": {"allow": ["WebFetch(domain:host.sbx.internal)"]}}`), 0o644)
 	// An untrusted project cannot open the network.
 	e.write(".sbx/settings.json", `{"sandbox": {"network": {"allowedDomains": ["127.0.0.1"]}}}`)
 	url := fmt.Sprintf("http://127.0.0.1:%d/", plain.port)
@@ -180,9 +202,9 @@ func TestNetworkSettingsAndWebFetchRules(t *testing.T) {
 	if plain.hits.Load() != 0 || !strings.Contains(r.stderr, "allowedDomains: loosens the sandbox") {
 		t.Errorf("untrusted project opened the network: hits %d, stderr %s", plain.hits.Load(), r.stderr)
 	}
-	e.sh(fmt.Sprintf("curl -sS -m5 http://localhost:%d/", plain.port), "--claude")
+	e.sh(fmt.Sprintf("curl -sS -m5 http://host.sbx.internal:%d/", plain.port), "--claude")
 	if plain.hits.Load() != 1 {
-		t.Errorf("WebFetch(domain:localhost) did not allow localhost: hits %d", plain.hits.Load())
+		t.Errorf("WebFetch(domain:host.sbx.internal) did not allow the host's loopback: hits %d", plain.hits.Load())
 	}
 }
 

@@ -121,3 +121,18 @@ func packageTarball(t *testing.T) []byte {
 	gz.Close()
 	return buf.Bytes()
 }
+
+// What the proxy refused is named at the end of the run and in the
+// tool_result, with the reason and the fix.
+func TestBlockedHostsNamed(t *testing.T) {
+	requireCurl(t)
+	e := newEnv(t)
+	r := e.sh("curl -sS -m 5 https://blocked.example.test/ -o /dev/null; true")
+	if !strings.Contains(r.stderr, "sbx: blocked blocked.example.test:443 (") || !strings.Contains(r.stderr, "--allow-domain") {
+		t.Errorf("sbx run stderr: %q", r.stderr)
+	}
+	r = e.tool(`{"type":"tool_use","id":"b1","name":"Bash","input":{"command":"curl -sS -m 5 http://blocked.example.test/ -o /dev/null; true"}}`)
+	if !strings.Contains(r.stdout, "[sbx: blocked blocked.example.test:80 (") {
+		t.Errorf("tool_result: %s", r.stdout)
+	}
+}

@@ -9,6 +9,9 @@ import (
 	"net"
 	"strconv"
 	"syscall"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/proxy"
 )
 
 // startBridge listens on the sandbox's own loopback (127.0.0.1 and ::1) on
@@ -37,11 +40,19 @@ func startBridge(b *BridgeSpec) error {
 }
 
 func serveBridge(ln net.Listener, socket string) {
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			return
+			if !proxy.Temporary(err) {
+				return
+			}
+			// Out of descriptors for a moment: keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		go func() {
 			defer c.Close()
 			up, err := net.Dial("unix", socket)

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
-	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/proxy"
 )
@@ -248,6 +247,8 @@ type run struct {
 	// trust is the per-run CA and its files, when TLS is terminated for
 	// bound credentials.
 	trust *proxy.Trust
+	// blocked collects the destinations the proxy refused.
+	blocked proxy.Blocked
 	// cg holds the run's cgroups when limits need them; cgErr is set if
 	// the command could not join them (it is then never run), cgWarn
 	// instead when the limits were best-effort defaults.
@@ -306,7 +307,7 @@ func (r *run) startProxy() error {
 		Strict:        r.spec.Net.Strict,
 		Ask:           r.e.Ask,
 		Resolve:       r.e.Resolve,
-		Audit:         r.e.Audit,
+		Audit:         r.blocked.Wrap(r.e.Audit),
 		Secrets:       r.spec.Secrets,
 	}
 	go r.proxy.Serve(ln)
@@ -342,19 +343,6 @@ func randomSuffix() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// reachesHostLoopback reports whether a rule lets the sandbox reach the
-// host's loopback (localhost by name, or a loopback address), in which case
-// loopback requests must go through the proxy rather than stay in the
-// sandbox.
-func reachesHostLoopback(rules *netrules.Set) bool {
-	for _, r := range rules.Allow {
-		if r.Host == "localhost" || (r.IP.IsValid() && r.IP.IsLoopback()) {
-			return true
-		}
-	}
-	return false
 }
 
 // forwarded are the signals the init passes on to the command.
@@ -440,7 +428,7 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	}
 	if r.proxy != nil {
 		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
-		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort, reachesHostLoopback(r.spec.Net.Rules))
+		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort)
 		init.Env = r.trust.Env(init.Env)
 	}
 	return init, plan
@@ -545,6 +533,7 @@ func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string
 	if out := bytes.TrimSpace([]byte(bwrapOut)); len(out) > 0 {
 		r.res.Warnings = append(r.res.Warnings, "bubblewrap: "+string(out))
 	}
+	r.res.Blocked = r.blocked.Lines()
 	return nil
 }
 

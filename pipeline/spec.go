@@ -126,6 +126,9 @@ type Result struct {
 	// LimitHit names the limit that stopped or constrained the command
 	// ("" when none did).
 	LimitHit string
+	// Blocked are the network destinations the proxy refused, one line
+	// each with the reason ("blocked host:443 (… not on the allowlist …)").
+	Blocked []string
 }
 
 // Executor runs a Spec in a sandbox.

@@ -330,6 +330,9 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	for _, l := range res.Changes.Lines() {
 		content += "\n[sbx: " + l + "]"
 	}
+	for _, l := range res.Blocked {
+		content += "\n[sbx: " + l + "]"
+	}
 	event := "PostToolUse"
 	if isErr {
 		event = "PostToolUseFailure"

@@ -11,21 +11,22 @@ import (
 var envNames = []string{
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY", "GRPC_PROXY", "RSYNC_PROXY",
 	"npm_config_proxy", "npm_config_https_proxy", "npm_config_noproxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
-	"CARGO_HTTP_PROXY", "PIP_PROXY",
+	"CARGO_HTTP_PROXY", "PIP_PROXY", "NODE_USE_ENV_PROXY",
 }
 
 // Env returns env with the proxy variables pointing at the in-sandbox
 // bridge: HTTP(S)_PROXY at the HTTP port, ALL_PROXY at SOCKS5 with remote
 // name resolution (socks5h), and the tool-specific forms for tools that
-// ignore the generic ones (npm, yarn, cargo, pip, Java). NO_PROXY keeps the
-// sandbox's own loopback direct, unless localLoopback is set (a rule allows
-// the host's localhost through the proxy).
-func Env(env []string, httpPort, socksPort int, localLoopback bool) []string {
-	return EnvAuth(env, httpPort, socksPort, localLoopback, "")
+// ignore the generic ones (npm, yarn, cargo, pip, Java), and
+// NODE_USE_ENV_PROXY for Node's built-in fetch. NO_PROXY keeps the
+// sandbox's own loopback direct, whatever the rules: the host's loopback is
+// reached as HostLoopback.
+func Env(env []string, httpPort, socksPort int) []string {
+	return EnvAuth(env, httpPort, socksPort, "")
 }
 
 // EnvAuth is Env with the per-run token in the proxy URLs (user "sbx").
-func EnvAuth(env []string, httpPort, socksPort int, localLoopback bool, token string) []string {
+func EnvAuth(env []string, httpPort, socksPort int, token string) []string {
 	out := make([]string, 0, len(env)+len(envNames)*2)
 	javaOpts := ""
 	for _, kv := range env {
@@ -52,9 +53,6 @@ func EnvAuth(env []string, httpPort, socksPort int, localLoopback bool, token st
 	httpURL := fmt.Sprintf("http://%s127.0.0.1:%d", cred, httpPort)
 	socksURL := fmt.Sprintf("socks5h://%s127.0.0.1:%d", cred, socksPort)
 	noProxy := "localhost,127.0.0.1,::1"
-	if localLoopback {
-		noProxy = ""
-	}
 	set := func(name, value string) {
 		out = append(out, name+"="+value, strings.ToLower(name)+"="+value)
 	}
@@ -68,7 +66,7 @@ func EnvAuth(env []string, httpPort, socksPort int, localLoopback bool, token st
 		"RSYNC_PROXY="+fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"npm_config_proxy="+httpURL, "npm_config_https_proxy="+httpURL, "npm_config_noproxy="+noProxy,
 		"YARN_HTTP_PROXY="+httpURL, "YARN_HTTPS_PROXY="+httpURL,
-		"CARGO_HTTP_PROXY="+httpURL, "PIP_PROXY="+httpURL,
+		"CARGO_HTTP_PROXY="+httpURL, "PIP_PROXY="+httpURL, "NODE_USE_ENV_PROXY=1",
 		fmt.Sprintf("JAVA_TOOL_OPTIONS=%[3]s-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%[1]d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%[1]d -Dhttp.nonProxyHosts=%[2]s",
 			httpPort, strings.ReplaceAll(noProxy, ",", "|"), javaOpts),
 	)

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -140,6 +141,12 @@ func interfaceAddrs() []netip.Addr {
 
 // Serve accepts connections on ln until Close. Each is served as SOCKS5 if
 // its first byte is 5, as HTTP otherwise.
+// HostLoopback is the name under which the sandbox reaches the host's
+// loopback through the proxy, when a rule names it (with a port:
+// host.sbx.internal:5432). localhost, 127.0.0.1 and ::1 in the sandbox
+// are its own loopback, always reached directly.
+const HostLoopback = "host.sbx.internal"
+
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
 	s.mu.Lock()
@@ -149,28 +156,65 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	var backoff time.Duration
+	warned := false
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if s.closed.Load() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if !Temporary(err) {
+				return err
 			}
-			return err
+			// Out of descriptors or memory for a moment: keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if !warned {
+				warned = true
+				s.audit(Event{Proto: "accept", Decision: "error", Reason: "accepting connections: " + err.Error() + "; retrying"})
+			}
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		select {
 		case s.sem <- struct{}{}:
 		default:
-			c.Close() // over the limit
+			go refuseOverLimit(c, cap(s.sem))
 			continue
 		}
 		s.track(c, true)
 		go s.serveConn(c)
 	}
+}
+
+// Temporary reports whether an accept error passes: out of descriptors,
+// buffers or memory, or a connection aborted before it was accepted.
+func Temporary(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseOverLimit answers a connection past MaxConns in its own protocol
+// (SOCKS5: no acceptable method; HTTP: 503 naming the limit) and closes it.
+func refuseOverLimit(c net.Conn, limit int) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b [1]byte
+	if n, _ := c.Read(b[:]); n == 1 && b[0] == 5 {
+		c.Write([]byte{5, 0xff})
+		return
+	}
+	msg := fmt.Sprintf("sbx proxy: more than %d connections at once from the sandbox; try again when some have closed\n", limit)
+	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(msg), msg)
 }
 
 func (s *Server) track(c net.Conn, add bool) {
@@ -327,6 +371,13 @@ func (s *Server) authorize(ctx context.Context, host string, port int) (*target,
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
+	if h.Name == HostLoopback {
+		// The host's own loopback, by the one name that means it (a rule
+		// naming it is what let the request this far).
+		resolve = func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}, nil
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	addrs, err := resolve(rctx, h.Name)
@@ -344,6 +395,7 @@ func (s *Server) authorize(ctx context.Context, host string, port int) (*target,
 		case why == "":
 		case s.Rules.AllowsAddress(a, port) != nil:
 		case h.Name == "localhost" && a.IsLoopback() && s.Rules.NamesHost("localhost", port):
+		case h.Name == HostLoopback && a.IsLoopback():
 		default:
 			refused = append(refused, fmt.Sprintf("%s (%s)", a, why))
 			continue

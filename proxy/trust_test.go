@@ -3,10 +3,15 @@ package proxy
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/creds"
 )
@@ -55,5 +60,62 @@ func TestNewTrust(t *testing.T) {
 	}
 	if _, err := NewTrust("/nonexistent/dir", []*creds.Secret{{Placeholder: "x", Hosts: []string{"h"}}}); err == nil {
 		t.Error("an unwritable directory is not an error")
+	}
+}
+
+// flakyListener fails its first accepts as a process out of descriptors
+// does.
+type flakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// The accept loop survives EMFILE, says so once, and a connection past
+// MaxConns gets an answer naming the limit.
+func TestServeSurvivesEMFILEAndAnswersOverLimit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []Event
+	s := &Server{MaxConns: 1, Audit: func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+	defer s.Close()
+	go s.Serve(&flakyListener{Listener: ln, fails: 5})
+	hold, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	time.Sleep(200 * time.Millisecond) // the held connection takes the one slot
+	over, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.Write([]byte("GET http://example.test/ HTTP/1.1\r\nHost: example.test\r\n\r\n"))
+	over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	reply, _ := io.ReadAll(over)
+	if !strings.Contains(string(reply), "503") || !strings.Contains(string(reply), "more than 1 connections") {
+		t.Errorf("over the limit: %q", reply)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, e := range events {
+		if e.Decision == "error" && strings.Contains(e.Reason, "too many open files") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("EMFILE reported %d times, want once: %+v", n, events)
 	}
 }

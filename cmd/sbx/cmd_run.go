@@ -115,6 +115,9 @@ func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio p
 	for _, l := range out.Changes.Lines() {
 		fmt.Fprintf(stderr, "sbx: %s\n", l)
 	}
+	for _, l := range out.Blocked {
+		fmt.Fprintf(stderr, "sbx: %s\n", l)
+	}
 	if out.LimitHit != "" {
 		fmt.Fprintf(stderr, "sbx: limit reached: %s\n", out.LimitHit)
 	}
