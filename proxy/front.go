@@ -39,6 +39,8 @@ type Head struct {
 	// Tunnel is set for CONNECT and upgrade requests: after the head the
 	// connection carries opaque bytes.
 	Tunnel bool
+	// Host is the Host header ("" when there is none).
+	Host string
 }
 
 // ParseHead validates one HTTP/1.x proxy request head (request line and
@@ -88,6 +90,9 @@ func ParseHead(head []byte) (*Head, error) {
 		case "upgrade":
 			upgrade = true
 		}
+	}
+	if len(hosts) == 1 {
+		h.Host = strings.TrimSpace(hosts[0])
 	}
 	if len(hosts) > 1 {
 		return nil, badHead("several Host headers")
@@ -174,6 +179,9 @@ type framer struct {
 	tunnel  bool   // opaque bytes from here on
 	buf     []byte
 	err     error
+	// check, when set, is asked about every head (in a tunnel: does it
+	// name the tunnel's host?).
+	check func(*Head) error
 }
 
 func newFramer(r io.Reader) *framer {
@@ -221,6 +229,11 @@ func (f *framer) step() error {
 	h, err := ParseHead(head)
 	if err != nil {
 		return err
+	}
+	if f.check != nil {
+		if err := f.check(h); err != nil {
+			return err
+		}
 	}
 	f.out = append(lead, head...)
 	switch {

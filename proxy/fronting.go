@@ -137,11 +137,30 @@ func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
 
 // firstCheck holds a tunnel's first bytes until CheckFirstBytes decides.
+// A plaintext HTTP stream is then checked request by request (http set).
 type firstCheck struct {
 	host    netrules.Host
 	pending []byte
 	done    bool
+	http    bool
 	err     error
+}
+
+// httpStart reports whether b starts (after empty lines) like an HTTP
+// request line: a method token and a space; more is set while b is too
+// short to tell.
+func httpStart(b []byte) (yes, more bool) {
+	b = bytes.TrimLeft(b, "\r\n")
+	for i, c := range b {
+		switch {
+		case c == ' ':
+			return i > 0, false
+		case c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c)):
+		default:
+			return false, false
+		}
+	}
+	return false, len(b) < 32
 }
 
 // feed adds client bytes; it returns what may now go upstream, or the
@@ -151,6 +170,19 @@ func (f *firstCheck) feed(p []byte) ([]byte, error) {
 		return p, f.err
 	}
 	f.pending = append(f.pending, p...)
+	if f.pending[0] != 0x16 {
+		yes, more := httpStart(f.pending)
+		if more && len(f.pending) < maxFirstBytes {
+			return nil, nil
+		}
+		if yes {
+			// Every request head on the stream is checked from here on.
+			f.done, f.http = true, true
+			out := f.pending
+			f.pending = nil
+			return out, nil
+		}
+	}
 	err := CheckFirstBytes(f.pending, f.host)
 	if errors.Is(err, errNeedMore) && len(f.pending) < maxFirstBytes {
 		return nil, nil
@@ -167,3 +199,60 @@ func (f *firstCheck) feed(p []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// tunnelStream checks a plaintext HTTP stream inside a tunnel request by
+// request: every head (keep-alive, pipelined, any method, after empty
+// lines) must name the tunnel's host, or the tunnel is cut.
+type tunnelStream struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+}
+
+// newTunnelStream starts passing what is written to it, checked, to up;
+// refused is told why the tunnel was cut.
+func newTunnelStream(up net.Conn, host netrules.Host, count func(int), refused func(error)) *tunnelStream {
+	pr, pw := io.Pipe()
+	ts := &tunnelStream{pw: pw, done: make(chan struct{})}
+	f := newFramer(pr)
+	f.check = func(h *Head) error {
+		name := h.Host
+		if hh, _, err := net.SplitHostPort(name); err == nil {
+			name = hh
+		}
+		return compareNamed(strings.Trim(name, "[]"), host)
+	}
+	go func() {
+		defer close(ts.done)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				w, werr := up.Write(buf[:n])
+				count(w)
+				if werr != nil {
+					pr.CloseWithError(werr)
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				if cw, ok := up.(interface{ CloseWrite() error }); ok {
+					cw.CloseWrite()
+				}
+				return
+			}
+			if err != nil {
+				refused(err)
+				up.Close()
+				pr.CloseWithError(err)
+				return
+			}
+		}
+	}()
+	return ts
+}
+
+func (ts *tunnelStream) Write(p []byte) (int, error) { return ts.pw.Write(p) }
+
+// CloseWrite ends the client's side: the checker passes what is left and
+// half-closes upstream.
+func (ts *tunnelStream) CloseWrite() error { return ts.pw.Close() }

@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +124,59 @@ func FuzzCheckFirstBytes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		CheckFirstBytes(b, netrules.Host{Name: "a.test"})
 	})
+}
+
+// Every request head in a plaintext tunnel names the tunnel's host: a
+// second request on a keep-alive connection, pipelined requests, a leading
+// empty line or an unusual method naming another Host never reach the
+// server.
+func TestTunnelEveryRequestChecked(t *testing.T) {
+	var mu sync.Mutex
+	var hosts []string
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hosts = append(hosts, r.Host)
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	defer be.Close()
+	port := be.Listener.Addr().(*net.TCPAddr).Port
+	h := newHarness(t, []string{"api.example.test", "127.0.0.1"}, nil)
+	good := fmt.Sprintf("GET / HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port)
+	evil := "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	tests := []struct {
+		name   string
+		writes []string
+		goodOK int // requests with the right host that must arrive
+	}{
+		{"keep-alive second request", []string{good, evil}, 1},
+		{"pipelined", []string{good + evil}, 1},
+		{"leading empty line", []string{"\r\n" + evil}, 0},
+		{"PROPFIND", []string{"PROPFIND / HTTP/1.1\r\nHost: evil.test\r\nContent-Length: 0\r\n\r\n"}, 0},
+		{"absolute URI", []string{"GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"}, 0},
+	}
+	for _, tt := range tests {
+		mu.Lock()
+		hosts = nil
+		mu.Unlock()
+		c := h.dial()
+		fmt.Fprintf(c, "CONNECT api.example.test:%d HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port, port)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: CONNECT: %v %v", tt.name, resp, err)
+		}
+		for _, w := range tt.writes {
+			c.Write([]byte(w))
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		io.Copy(io.Discard, br)
+		c.Close()
+		mu.Lock()
+		got := slices.Clone(hosts)
+		mu.Unlock()
+		if slices.Contains(got, "evil.test") || len(got) != tt.goodOK {
+			t.Errorf("%s: the server saw hosts %q, want %d request(s) for the tunnel's host only", tt.name, got, tt.goodOK)
+		}
+	}
 }

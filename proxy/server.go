@@ -457,7 +457,8 @@ type countConn struct {
 	once     sync.Once
 	report   func(up, down int64)
 	check    *firstCheck
-	refused  func(error) // called once when check refuses the tunnel
+	stream   *tunnelStream // plaintext HTTP: checked request by request
+	refused  func(error)   // called once when check refuses the tunnel
 	// active counts copies in flight (splices report their bytes only
 	// when they end), so the report waits for them (at most 2 s).
 	active atomic.Int32
@@ -470,6 +471,9 @@ func (c *countConn) Read(p []byte) (int, error) {
 }
 
 func (c *countConn) Write(p []byte) (int, error) {
+	if c.stream != nil {
+		return c.stream.Write(p)
+	}
 	if c.check != nil && !c.check.done {
 		out, err := c.check.feed(p)
 		if err != nil {
@@ -478,6 +482,17 @@ func (c *countConn) Write(p []byte) (int, error) {
 			}
 			c.Conn.Close()
 			return 0, err
+		}
+		if c.check.http {
+			refused := c.refused
+			if refused == nil {
+				refused = func(error) {}
+			}
+			c.stream = newTunnelStream(c.Conn, c.check.host, func(n int) { c.up.Add(int64(n)) }, refused)
+			if _, err := c.stream.Write(out); err != nil {
+				return 0, err
+			}
+			return len(p), nil
 		}
 		if len(out) > 0 {
 			n, err := c.Conn.Write(out)
@@ -507,6 +522,9 @@ func (c *countConn) Close() error {
 
 // CloseWrite and CloseRead keep half-closes working through the wrapper.
 func (c *countConn) CloseWrite() error {
+	if c.stream != nil {
+		return c.stream.CloseWrite()
+	}
 	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return hc.CloseWrite()
 	}
@@ -543,6 +561,10 @@ func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
 				return total, err
 			}
 		}
+	}
+	if c.stream != nil {
+		n, err := io.Copy(c.stream, r)
+		return total + n, err
 	}
 	n, err := io.Copy(c.Conn, r)
 	c.up.Add(n)
