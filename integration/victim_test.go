@@ -24,6 +24,16 @@ var victimCalls = map[string]func() error{
 	"socket_vsock":  func() error { return closeFD(unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)) },
 	"socket_alg":    func() error { return closeFD(unix.Socket(unix.AF_ALG, unix.SOCK_SEQPACKET, 0)) },
 	"socket_inet":   func() error { return closeFD(unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)) },
+	"socket_netlink_netfilter": func() error {
+		return closeFD(unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER))
+	},
+	"socket_netlink_route":    func() error { return closeFD(unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)) },
+	"socket_netlink_sockdiag": func() error { return closeFD(unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_SOCK_DIAG)) },
+	"socket_netlink_highbits": func() error {
+		return raw(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, 0x100000000|unix.NETLINK_NETFILTER)
+	},
+	"open_tree_attr": func() error { return raw(467, 0, 0, 0, 0, 0) },
+
 	"socketpair_unix": func() error {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 		if err == nil {

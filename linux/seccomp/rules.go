@@ -56,6 +56,13 @@ type Rule struct {
 // Address families that stay allowed: IPv4 and IPv6 reach the in-sandbox
 // proxy bridge; netlink lets libc query interfaces in the sandbox's own empty
 // network namespace.
+// Netlink protocols: route and sock_diag stay allowed.
+const (
+	netlinkRoute     = 0
+	netlinkSockDiag  = 4
+	netlinkProtocols = 32 // MAX_LINKS
+)
+
 const (
 	afINET    = 2
 	afINET6   = 10
@@ -99,6 +106,17 @@ func Rules() []Rule {
 			Why: "address families other than IPv4, IPv6 and netlink (AF_UNIX reaches host daemons)"})
 	}
 	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: GE, Value: 17}}, Why: "address families from 17 up"})
+	// Netlink: only route (interfaces, addresses) and sock_diag (ss);
+	// netfilter and the rest are the usual door to kernel bugs.
+	for p := uint64(0); p < netlinkProtocols; p++ {
+		if p == netlinkRoute || p == netlinkSockDiag {
+			continue
+		}
+		rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: afNETLINK},
+			{Arg: 2, Op: MaskedEq, Mask: 0xffffffff, Value: p}}, Why: "netlink protocols other than route and sock_diag"})
+	}
+	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: afNETLINK},
+		{Arg: 2, Op: GE, Value: netlinkProtocols}}, Why: "netlink protocols other than route and sock_diag"})
 	for _, f := range nsFlags {
 		for _, sc := range []string{"clone", "unshare"} {
 			rs = append(rs, Rule{Syscall: sc, Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: f, Value: f}},
@@ -152,5 +170,20 @@ func Rules() []Rule {
 			rs = append(rs, Rule{Syscall: c, Why: g.why})
 		}
 	}
+	rs = append(rs, Rule{Syscall: "open_tree_attr", Nr: 467, Why: "mounts"})
+	// A call newer than these rules is one nobody has reviewed: ENOSYS,
+	// as on a kernel that lacks it (beyond MaxSyscall the kernel says so
+	// itself).
+	for nr := uint32(LastKnownSyscall + 1); nr <= MaxSyscall; nr++ {
+		rs = append(rs, Rule{Nr: nr, Action: ENOSYS, Why: "a system call newer than sbx's rules"})
+	}
 	return rs
 }
+
+// LastKnownSyscall is the highest system call number (the same on amd64
+// and arm64 since Linux 5.1) these rules were reviewed against; MaxSyscall
+// bounds the numbers that get ENOSYS from the filter.
+const (
+	LastKnownSyscall = 467 // open_tree_attr, Linux 6.18
+	MaxSyscall       = 1023
+)
