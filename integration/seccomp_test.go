@@ -3,11 +3,14 @@
 package integration
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSeccompVictims runs a victim process in the sandbox for every
@@ -45,7 +48,7 @@ func TestSeccompVictims(t *testing.T) {
 		"ioctl_tiocsti": "EPERM", "ioctl_tioclinux": "EPERM",
 		"fchmodat_suid": "EPERM", "fchmod_sgid": "EPERM", "fchmodat2_suid": "EPERM",
 		"openat_creat_suid": "EPERM", "mknodat_suid": "EPERM", "openat2": "ENOSYS",
-		"socket_netlink_netfilter": "EPERM", "socket_netlink_highbits": "EPERM", "open_tree_attr": "EPERM",
+		"socketpair_unix_dgram": "EPERM", "socket_netlink_netfilter": "EPERM", "socket_netlink_highbits": "EPERM", "open_tree_attr": "EPERM",
 		// Controls: what must keep working.
 		"socket_inet": "OK", "socketpair_unix": "OK", "fchmodat_plain": "OK", "openat_creat_plain": "OK",
 		"socket_netlink_route": "OK", "socket_netlink_sockdiag": "OK",
@@ -92,5 +95,66 @@ func TestSeccompVictims(t *testing.T) {
 		if strings.Contains(out, "socket_unix EPERM") {
 			t.Errorf("socket(AF_UNIX) fails on the host too: %s", out)
 		}
+	}
+}
+
+// A datagram socket on the host, reachable by path from inside the sandbox
+// (/var/tmp is the host's): no call path from inside delivers to it.
+func TestHostDatagramSocketUnreachable(t *testing.T) {
+	e := newEnv(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-dgram-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	path := filepath.Join(dir, "recv.sock")
+	recv, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	os.Chmod(path, 0o777)
+	got := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, _, err := recv.ReadFromUnix(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:n])
+		}
+	}()
+	script := `import socket
+for kind, f in [("socketpair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]),
+                ("socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))]:
+    try:
+        s = f()
+    except OSError as e:
+        print(kind, "refused", e.errno)
+        continue
+    for how in ("sendto", "sendmsg"):
+        try:
+            if how == "sendto":
+                s.sendto(b"leak-" + how.encode(), "` + path + `")
+            else:
+                s.sendmsg([b"leak-" + how.encode()], [], 0, "` + path + `")
+            print(kind, how, "sent")
+        except OSError as e:
+            print(kind, how, "refused", e.errno)
+`
+	r := e.sbx("run", "--", "python3", "-c", script)
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case m := <-got:
+		t.Errorf("the host socket received %q from the sandbox (%s)", m, r.stdout)
+	default:
+	}
+	if !strings.Contains(r.stdout, "socketpair refused") {
+		t.Errorf("python: %s %s", r.stdout, r.stderr)
 	}
 }

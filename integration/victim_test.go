@@ -42,6 +42,14 @@ var victimCalls = map[string]func() error{
 		}
 		return err
 	},
+	"socketpair_unix_dgram": func() error {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		return err
+	},
 	"io_uring_setup":    func() error { return raw(unix.SYS_IO_URING_SETUP, 1, 0) },
 	"io_uring_enter":    func() error { return raw(unix.SYS_IO_URING_ENTER, 0, 0) },
 	"io_uring_register": func() error { return raw(unix.SYS_IO_URING_REGISTER, 0, 0) },

@@ -63,6 +63,12 @@ const (
 	netlinkProtocols = 32 // MAX_LINKS
 )
 
+// socketpair's refused combination.
+const (
+	afUNIX    = 1
+	sockDGRAM = 2
+)
+
 const (
 	afINET    = 2
 	afINET6   = 10
@@ -106,6 +112,12 @@ func Rules() []Rule {
 			Why: "address families other than IPv4, IPv6 and netlink (AF_UNIX reaches host daemons)"})
 	}
 	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: GE, Value: 17}}, Why: "address families from 17 up"})
+	// socketpair(AF_UNIX, SOCK_DGRAM): an unconnected datagram socket
+	// whose sendto/sendmsg reaches any host datagram socket by path
+	// (/dev/log, /run/systemd/notify …). Stream and seqpacket pairs stay:
+	// they are connected to each other only.
+	rs = append(rs, Rule{Syscall: "socketpair", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: afUNIX},
+		{Arg: 1, Op: MaskedEq, Mask: 0xf, Value: sockDGRAM}}, Why: "Unix datagram pairs send to host sockets by path"})
 	// Netlink: only route (interfaces, addresses) and sock_diag (ss);
 	// netfilter and the rest are the usual door to kernel bugs.
 	for p := uint64(0); p < netlinkProtocols; p++ {
