@@ -46,8 +46,12 @@ func TestToolResultsGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.tool(tt.in, "--trust-project", "--non-interactive")
-			if r.code != 0 {
-				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			wantCode := 0
+			if tt.name == "bad-json" {
+				wantCode = 1 // not a tool_use: nothing was run
+			}
+			if r.code != wantCode {
+				t.Fatalf("exit %d, want %d: %s", r.code, wantCode, r.stderr)
 			}
 			var res map[string]any
 			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
@@ -194,5 +198,47 @@ func TestSandboxEnforcesWhatTheGateDenies(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "conf/new.yaml") {
 		t.Errorf("the refused file is not named: %q", r.stderr)
+	}
+}
+
+// Bad input never runs anything: each gets an error result, sbx tool exits
+// non-zero, and the marker the command would create is absent.
+func TestBadToolInputRunsNothing(t *testing.T) {
+	e := newEnv(t)
+	for _, in := range []string{
+		`{"type":"tool_use","name":"Bash","input":{"command":"touch marker"}}`,
+		`{"type":"tool_use","id":"","name":"Bash","input":{"command":"touch marker"}}`,
+		`{"type":"tool_use","id":"x","name":"","input":{"command":"touch marker"}}`,
+		`{"type":"message","id":"x","name":"Bash","input":{"command":"touch marker"}}`,
+		`{"type":"tool_use","id":"x","name":"Bash","input":{"command":"true"},"input":{"command":"touch marker"}}`,
+		`{"type":"tool_use","id":"x","name":"Bash","input":{"command":"touch marker"}`,
+		``,
+	} {
+		r := e.tool(in)
+		if r.code == 0 || !strings.Contains(r.stdout, `"is_error":true`) {
+			t.Errorf("%q: exit %d, %s", in, r.code, r.stdout)
+		}
+		assertAbsent(t, e.path("marker"))
+	}
+}
+
+// sbx check answers by exit status: 0 allow, 1 deny, 3 ask (ask stays ask
+// without a terminal), 2 for a usage error.
+func TestCheckExitStatus(t *testing.T) {
+	e := newEnv(t)
+	e.write(".sbx/settings.json", `{"permissions": {"deny": ["Bash(rm *)"], "ask": ["Bash(make *)"]}}`)
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--tool", "Bash", "--input", `{"command":"ls"}`}, 0},
+		{[]string{"--tool", "Bash", "--input", `{"command":"rm -rf x"}`}, 1},
+		{[]string{"--tool", "Bash", "--input", `{"command":"make all"}`}, 3},
+		{[]string{"--tool", "Bash", "--input", `{"command":"make all"}`, "--non-interactive"}, 1},
+		{[]string{"--tool", "Bash"}, 2},
+	} {
+		if r := e.sbx(append([]string{"check"}, tt.args...)...); r.code != tt.code {
+			t.Errorf("check %v: exit %d, want %d (%s)", tt.args, r.code, tt.code, r.stderr)
+		}
 	}
 }

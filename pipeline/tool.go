@@ -37,6 +37,10 @@ type ToolResult struct {
 	// Output is the structured Bash output (for --output structured); not
 	// part of the tool_result.
 	Output *BashOutput `json:"-"`
+	// Invalid is set when the input was not a tool_use sbx could act on
+	// (not JSON, duplicate keys, no id, another type, no name): nothing
+	// was run.
+	Invalid bool `json:"-"`
 }
 
 // BashOutput is the Bash tool's structured output.
@@ -104,6 +108,11 @@ func errResult(id, msg string) *ToolResult {
 // Handle runs one tool_use given as JSON and always returns a tool_result
 // with the caller's id (empty when the id itself could not be read).
 func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
+	invalid := func(id, msg string) *ToolResult {
+		res := errResult(id, "Error: "+msg+"; nothing was run")
+		res.Invalid = true
+		return res
+	}
 	var tu ToolUse
 	if err := json.Unmarshal(raw, &tu); err != nil {
 		// Pair the error with the id if it can be read at all.
@@ -111,10 +120,20 @@ func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
 		if m := idPattern.FindSubmatch(raw); m != nil {
 			id = string(m[1])
 		}
-		return errResult(id, "Error: the tool_use is not valid JSON: "+err.Error())
+		return invalid(id, "the tool_use is not valid JSON: "+err.Error())
 	}
-	if tu.Type != "" && tu.Type != "tool_use" {
-		return errResult(tu.ID, fmt.Sprintf("Error: expected a tool_use block, got %q", tu.Type))
+	// Duplicate keys: the JSON decoder would keep the last, another reader
+	// the first.
+	if _, err := settings.ParseJSON("tool_use", raw); err != nil {
+		return invalid(tu.ID, "the tool_use cannot be read one way only: "+err.Error())
+	}
+	switch {
+	case tu.Type != "" && tu.Type != "tool_use":
+		return invalid(tu.ID, fmt.Sprintf("expected a tool_use block, got %q", tu.Type))
+	case tu.ID == "":
+		return invalid("", "the tool_use has no id")
+	case tu.Name == "":
+		return invalid(tu.ID, "the tool_use has no name")
 	}
 	return r.Call(ctx, &tu)
 }

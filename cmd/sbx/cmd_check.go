@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/session"
 )
 
@@ -18,7 +19,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
 	f.SetOutput(stderr)
 	gf.register(f)
 	tool := f.String("tool", "", "tool `NAME` (Bash, Read, Edit, Write, WebFetch, mcp__server__tool …)")
-	input := f.String("input", "{}", "tool input as `JSON`")
+	input := f.String("input", "", "tool input as `JSON` (required)")
 	asJSON := f.Bool("json", false, "print one JSON object: decision, reason, rule, source, level, trail")
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -29,7 +30,12 @@ func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
 	if *tool == "" {
 		return 2, &usageError{"check: --tool is required"}
 	}
-	s, err := session.Open(gf.options(stderr, hasTTY()))
+	if !f.Changed("input") {
+		return 2, &usageError{"check: --input is required (the tool's input as JSON, e.g. '{\"command\":\"ls\"}')"}
+	}
+	// A check never prompts: an ask is reported as ask, unless
+	// --non-interactive says no one could answer it.
+	s, err := session.Open(gf.options(stderr, true))
 	if err != nil {
 		return exitSbxError, err
 	}
@@ -58,5 +64,22 @@ func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
 			fmt.Fprintf(stdout, "  - %s\n", t)
 		}
 	}
-	return 0, nil
+	return checkStatus(v.Decision), nil
+}
+
+// Exit statuses of sbx check, by decision (usage errors are 2).
+const (
+	checkAllow = 0
+	checkDeny  = 1
+	checkAsk   = 3
+)
+
+func checkStatus(d pipeline.Decision) int {
+	switch d {
+	case pipeline.DecisionAllow:
+		return checkAllow
+	case pipeline.DecisionAsk:
+		return checkAsk
+	}
+	return checkDeny
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,9 +72,13 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		}
 		return code, err
 	}
-	raw, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(stdin, maxLine+1))
 	if err != nil {
 		return exitSbxError, err
+	}
+	if len(raw) > maxLine {
+		writeResult(stdout, &pipeline.ToolResult{Type: "tool_result", Content: "Error: the tool_use is larger than 16 MiB; nothing was run", IsError: true}, false)
+		return 1, nil
 	}
 	s, err := t.open(stderr)
 	if err != nil {
@@ -90,8 +95,14 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 	if err := writeResult(stdout, res, t.output == "structured"); err != nil {
 		return exitSbxError, err
 	}
+	if res.Invalid {
+		return 1, nil // the error result says why; nothing was run
+	}
 	return 0, nil
 }
+
+// maxLine bounds one tool_use (sbx tool's stdin, a line of sbx serve).
+const maxLine = 16 << 20
 
 // cmdServe handles JSON Lines: one tool_use per line in, one tool_result per
 // line out, in order; approvals "for the session" last until stdin closes.
@@ -111,19 +122,53 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 	if err := s.Prepare(); err != nil {
 		return exitSbxError, err
 	}
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	lines := &lineReader{r: bufio.NewReaderSize(stdin, 1<<20)}
 	w := bufio.NewWriter(stdout)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
+	for {
+		line, tooLong, err := lines.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0, nil
+			}
+			return exitSbxError, err
 		}
-		res := s.Tool(context.Background(), line)
+		var res *pipeline.ToolResult
+		switch {
+		case tooLong:
+			// Answer it, and go on with the next line.
+			res = &pipeline.ToolResult{Type: "tool_result", Content: "Error: the tool_use is larger than 16 MiB; nothing was run", IsError: true}
+		case len(bytes.TrimSpace(line)) == 0:
+			continue
+		default:
+			res = s.Tool(context.Background(), line)
+		}
 		if err := writeResult(w, res, t.output == "structured"); err != nil {
 			return exitSbxError, err
 		}
 		w.Flush()
 	}
-	return 0, sc.Err()
+}
+
+// lineReader reads lines of at most maxLine bytes; a longer one is
+// skipped to its end and reported as too long.
+type lineReader struct{ r *bufio.Reader }
+
+func (l *lineReader) next() (line []byte, tooLong bool, err error) {
+	for {
+		part, err := l.r.ReadSlice('\n')
+		if len(line)+len(part) > maxLine {
+			tooLong, line = true, nil
+		} else if !tooLong {
+			line = append(line, part...)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && (len(line) > 0 || tooLong):
+			return line, tooLong, nil
+		case err != nil:
+			return nil, false, err
+		}
+		return line, tooLong, nil
+	}
 }

@@ -16,6 +16,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -293,6 +294,35 @@ func (o *Options) candidates() ([]candidate, error) {
 	return c, nil
 }
 
+// MaxFileSize bounds a settings file: a larger one is refused.
+const MaxFileSize = 1 << 20
+
+// readRegular reads a settings file that is a regular file (a link to one
+// is followed) of at most MaxFileSize bytes. A FIFO, a device (a committed
+// link to /dev/zero) or a directory is refused without being read.
+func readRegular(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): settings are read only from regular files", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes: settings files are read up to 1 MiB", MaxFileSize)
+	}
+	return data, nil
+}
+
 // Load reads, validates and merges every settings file. It returns an error
 // for invalid JSON, a value of the wrong type, an unknown key inside a
 // security section, or a key whose non-default value sbx cannot honour.
@@ -302,7 +332,7 @@ func Load(o Options) (*Settings, error) {
 	}
 	read := o.ReadFile
 	if read == nil {
-		read = os.ReadFile
+		read = readRegular
 	}
 	cands, err := o.candidates()
 	if err != nil {

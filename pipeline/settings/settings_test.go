@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type fakeFS map[string]string
@@ -319,5 +321,44 @@ func TestFileInPlaceOfSettingsDir(t *testing.T) {
 	}
 	if _, err := Load(Options{ProjectDir: ws, Home: home, Claude: true}); err != nil {
 		t.Errorf("Load: %v", err)
+	}
+}
+
+// A settings file that is a device, a FIFO or too large is refused with
+// its path, never read (a committed link to /dev/zero grew sbx to 583 MB).
+func TestSettingsFileMustBeRegularAndBounded(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"link to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "not a regular file"},
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file"},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "not a regular file"},
+		{"too large", func(p string) error {
+			return os.WriteFile(p, []byte(`{"x":"`+strings.Repeat("a", MaxFileSize)+`"}`), 0o644)
+		}, "larger than"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			proj, home := t.TempDir(), t.TempDir()
+			os.MkdirAll(filepath.Join(proj, ".sbx"), 0o755)
+			p := filepath.Join(proj, ".sbx", "settings.json")
+			if err := tt.make(p); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := Load(Options{ProjectDir: proj, Home: home, ManagedDir: filepath.Join(home, "none"), TrustProject: true})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), p) {
+					t.Errorf("err = %v, want %q naming %s", err, tt.want, p)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Load hung")
+			}
+		})
 	}
 }
