@@ -232,6 +232,9 @@ func staleNotes(rep *CleanReport) []string {
 			out = append(out, "earlier run: "+l)
 		}
 	}
+	for _, n := range rep.Notes {
+		out = append(out, "earlier run: "+n)
+	}
 	return out
 }
 

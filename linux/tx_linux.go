@@ -38,6 +38,9 @@ const TxHelperArg = "__sbx_tx"
 // TxSpec is what the helper reads on its control descriptor; the run
 // directory keeps a copy (tx.json) for a later clean-up to finish the merge.
 type TxSpec struct {
+	// term delivers the signals that stop the sandbox (the helper's
+	// own; not sent over the control socket).
+	term chan os.Signal
 	// Bwrap and BwrapArgs are the bubblewrap command to run.
 	Bwrap     string   `json:"bwrap,omitempty"`
 	BwrapArgs []string `json:"bwrapArgs,omitempty"`
@@ -115,6 +118,13 @@ func TxHelper(args []string) int {
 		json.NewEncoder(ctl).Encode(rep)
 		return 0
 	}
+	// SIGTERM, SIGINT and SIGHUP (sbx gone, or a timeout) never kill the
+	// helper: they stop the sandbox (runBwrap reads them, also one that
+	// came during set-up), and the merge and its report are always
+	// finished. Past the channel's room, more are dropped.
+	term := make(chan os.Signal, 4)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	spec.term = term
 	rep, status := runTx(&spec)
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
 		fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
@@ -572,9 +582,13 @@ func runBwrap(spec *TxSpec) int {
 		ExtraFiles:  extra,
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	sigs := spec.term
+	if sigs == nil {
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(c)
+		sigs = c
+	}
 	exited, err := startOnLockedThread(cmd)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sbx: start bubblewrap: %v\n", err)

@@ -216,7 +216,9 @@ type CleanReport struct {
 	// Merged are the reports of killed runs whose writes were merged now
 	// (or whose merge had completed), by run directory.
 	Merged map[string]MergeReport `json:"merged,omitempty"`
-	Errors []string               `json:"errors,omitempty"`
+	// Notes are what was found and dealt with (a lost report).
+	Notes  []string `json:"notes,omitempty"`
+	Errors []string `json:"errors,omitempty"`
 }
 
 // CleanStale finishes what killed runs of sbx left behind: a merge that
@@ -290,7 +292,9 @@ func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) erro
 	case err == nil:
 		rep.Merged[dir] = done.Merge
 	case !errors.Is(err, fs.ErrNotExist):
-		return err
+		// The report is written once the merge is complete: the merge was
+		// done, only its account is lost.
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the report of a finished merge cannot be read (%v); the run directory is removed", dir, err))
 	case fileExists(filepath.Join(dir, helperFile)):
 		var spec TxSpec
 		if err := readJSON(filepath.Join(dir, txFile), &spec); err != nil {
