@@ -3,6 +3,7 @@ package darwin
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -247,7 +248,7 @@ func Profile(in ProfileInput) (string, error) {
 
 	p.comment("writes: the writable roots and the private TMPDIR only")
 	var w [][2]string
-	for _, r := range in.FS.Writable {
+	for _, r := range append(slices.Clone(in.FS.Writable), in.FS.Caches...) {
 		kind := "subpath"
 		if !r.Dir {
 			kind = "literal"

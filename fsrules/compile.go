@@ -45,6 +45,10 @@ type Input struct {
 	// Claude Code reads): never written from a sandbox, whatever allowWrite
 	// says.
 	Self []Rule
+	// Caches are sbx-owned directories (absolute, existing) the sandbox
+	// writes directly, without the merge: the toolchains' caches of
+	// sandboxed runs, shared by them and never with the host's.
+	Caches []string
 	// HomeRoot lets the home directory (or an ancestor of it) be a
 	// writable root; without it such a root is an error. / never is.
 	HomeRoot bool
@@ -92,7 +96,9 @@ type Policy struct {
 	DenyRead       []Path `json:"denyRead,omitempty"`
 	AllowRead      []Path `json:"allowRead,omitempty"`
 	// Self are sbx's own files and directories: see [Input.Self].
-	Self     []Path   `json:"self,omitempty"`
+	Self []Path `json:"self,omitempty"`
+	// Caches are written directly: see [Input.Caches].
+	Caches   []Path   `json:"caches,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -322,6 +328,17 @@ func Compile(in Input, host Host) (*Policy, error) {
 		return !p.Exists
 	})
 
+	for _, cdir := range in.Caches {
+		rp, exists, err := host.resolve(filepath.Clean(cdir))
+		switch {
+		case err != nil || !exists || !filepath.IsAbs(cdir):
+			c.warnf("toolchain cache %s cannot be used (%v); the sandbox's tools have no cache there", cdir, err)
+		case coveringDeny(rp, pol.DenyWrite) != nil || slices.ContainsFunc(pol.Self, func(s Path) bool { return Within(rp, s.Path) || Within(s.Path, rp) }):
+			c.warnf("toolchain cache %s lies in a denyWrite path or in sbx's own files; not used", rp)
+		default:
+			pol.Caches = append(pol.Caches, Path{Path: rp, Exists: true, Dir: true, Origin: "sbx toolchain cache"})
+		}
+	}
 	writable := append([]Path{{Path: ws, Exists: true, Dir: true, Origin: "workspace"}}, allowWrite...)
 	writable = append(writable, c.gitDirsOutside(ws)...)
 	for _, w := range writable {

@@ -136,3 +136,57 @@ func TestBlockedHostsNamed(t *testing.T) {
 		t.Errorf("tool_result: %s", r.stdout)
 	}
 }
+
+// Toolchains work with zero configuration: npm installs from a registry
+// double (plain HTTP, allowed by rule) with no cache variable set, and Go
+// builds, each into the sandbox's own cache under ~/.cache/sbx; the
+// host's own caches are untouched.
+func TestToolchainCachesZeroConfig(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		if inCI() {
+			t.Fatal("npm not installed")
+		}
+		t.Skip("npm not installed")
+	}
+	e := newEnv(t)
+	tgz := packageTarball(t)
+	// The host's loopback, as the sandbox names it.
+	var reg string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, ".tgz"):
+			w.Write(tgz)
+		case r.URL.Path == "/sbx-dep":
+			sum := sha512.Sum512(tgz)
+			json.NewEncoder(w).Encode(map[string]any{"name": "sbx-dep", "dist-tags": map[string]string{"latest": "1.0.0"},
+				"versions": map[string]any{"1.0.0": map[string]any{"name": "sbx-dep", "version": "1.0.0", "dist": map[string]string{
+					"tarball": reg + "/sbx-dep/-/sbx-dep-1.0.0.tgz", "integrity": "sha512-" + base64.StdEncoding.EncodeToString(sum[:])}}}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	reg = "http://" + host
+	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
+	e.write(".npmrc", "registry="+reg+"/\n")
+	r := e.sh("npm install --no-audit --no-fund --fetch-retries=0 sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))'", "--allow-domain", host)
+	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
+		t.Fatalf("npm install: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.home, ".cache", "sbx", "npm")); len(ents) == 0 {
+		t.Error("the sandbox's npm cache is empty")
+	}
+	assertAbsent(t, filepath.Join(e.home, ".npm"))
+	if gobin, err := exec.LookPath("go"); err == nil {
+		e.write("go.mod", "module m\ngo 1.22\n")
+		e.write("m.go", "package main\nfunc main() { println(\"built\") }\n")
+		r = e.sh(gobin+" build -o m . && ./m", "--max-disk", "none")
+		if r.code != 0 || !strings.Contains(r.stderr, "built") {
+			t.Errorf("go build: exit %d: %s %s", r.code, r.stdout, r.stderr)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(e.home, ".cache", "sbx", "xdg", "go-build")); len(ents) == 0 {
+			t.Error("the sandbox's Go build cache is empty")
+		}
+	}
+}

@@ -94,6 +94,9 @@ func BuildPlan(in PlanInput) []Op {
 			ops = append(ops, Op{Kind: OpROBind, Src: p, Dst: p, Why: "read-only parent of a writable root in /tmp"})
 		}
 	}
+	for _, c := range pol.Caches {
+		ops = append(ops, Op{Kind: OpBind, Src: c.Path, Dst: c.Path, Why: "toolchain cache (sbx's own, written directly)"})
+	}
 	for _, d := range pol.DenyWrite {
 		if d.Exists {
 			ops = append(ops, Op{Kind: OpROBind, Src: d.Path, Dst: d.Path, Why: "denyWrite: " + d.Origin})
@@ -193,7 +196,7 @@ func dedupeOps(ops []Op) []Op {
 // isDirOp reports whether a read-only bind's source is a directory, from
 // what the policy knows.
 func isDirOp(op Op, pol *fsrules.Policy) bool {
-	for _, l := range [][]fsrules.Path{pol.AllowRead, pol.DenyWrite, pol.Writable} {
+	for _, l := range [][]fsrules.Path{pol.AllowRead, pol.DenyWrite, pol.Writable, pol.Caches} {
 		for _, p := range l {
 			if p.Path == op.Src {
 				return p.Dir

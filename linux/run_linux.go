@@ -409,7 +409,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 // move from bubblewrap's plan to the init (see SplitPlan).
 func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	writable := []string{"/dev", "/tmp"}
-	for _, w := range r.spec.FS.Writable {
+	for _, w := range append(slices.Clone(r.spec.FS.Writable), r.spec.FS.Caches...) {
 		writable = append(writable, w.Path)
 	}
 	// The init can make its read-only binds only where the sandbox's user

@@ -20,13 +20,15 @@ type FSFlags struct {
 	HomeWorkspace bool
 	// StateDir is sbx's state directory: never writable from a sandbox.
 	StateDir string
+	// Caches are sbx-owned toolchain caches the sandbox writes directly.
+	Caches []string
 }
 
 // FSInput gathers the filesystem lists of the merged settings and the flags
 // into an [fsrules.Input], each rule anchored at its own base directory and
 // labelled with the file, line and key it came from.
 func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Input {
-	in := fsrules.Input{Workspace: workspace, HomeRoot: flags.HomeWorkspace}
+	in := fsrules.Input{Workspace: workspace, HomeRoot: flags.HomeWorkspace, Caches: flags.Caches}
 	if s != nil && s.Home != "" {
 		defaultCredentialDenies(s.Home, workspace, &in)
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -239,6 +240,10 @@ func (s *Session) build() (*sandbox, error) {
 	sb := &sandbox{}
 	fsf := s.opts.FS
 	fsf.StateDir = s.StateDir()
+	cache, cacheEnv := s.toolchainCaches()
+	if cache != "" {
+		fsf.Caches = append(fsf.Caches, cache)
+	}
 	var err error
 	if sb.fs, err = fsrules.Compile(pipeline.FSInput(s.st, fsf, s.dir), fsrules.Host{Home: s.home}); err != nil {
 		return nil, err
@@ -252,7 +257,11 @@ func (s *Session) build() (*sandbox, error) {
 	if sb.limits, err = pipeline.ResolveLimits(s.st, s.opts.Limits, s.opts.DefaultLimits); err != nil {
 		return nil, err
 	}
-	masked, err := creds.MaskEnv(commandEnv(s.opts.Environ), pipeline.CredentialsConfig(s.st))
+	env := commandEnv(s.opts.Environ)
+	if cache != "" {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "XDG_CACHE_HOME=") })
+	}
+	masked, err := creds.MaskEnv(append(env, cacheEnv...), pipeline.CredentialsConfig(s.st))
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +284,39 @@ func (s *Session) build() (*sandbox, error) {
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
 		Secrets: sb.secrets, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
 	return sb, nil
+}
+
+// toolchainCaches is the sandbox's own cache folder ($XDG_CACHE_HOME/sbx,
+// or ~/.cache/sbx), made if needed, and the variables that point the
+// common toolchains at it: shared by sandboxed runs, never with the
+// host's caches (an entry the sandbox poisons there is never linked into a
+// host build). A variable the environment already sets is left alone,
+// but XDG_CACHE_HOME, which names the host's.
+func (s *Session) toolchainCaches() (dir string, env []string) {
+	base := absOrEmpty(s.getenv("XDG_CACHE_HOME"))
+	if base == "" {
+		base = filepath.Join(s.home, ".cache")
+	}
+	dir = filepath.Join(base, "sbx")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		s.warn("the sandbox's toolchain cache " + dir + " cannot be made: " + err.Error())
+		return "", nil
+	}
+	for _, v := range []struct{ name, sub string }{
+		{"XDG_CACHE_HOME", "xdg"},     // pip, uv, Go's build cache and every XDG tool
+		{"npm_config_cache", "npm"},   // npm and npx
+		{"YARN_CACHE_FOLDER", "yarn"}, // yarn 1
+		{"GOMODCACHE", "go-mod"},      // module downloads and the checksum database
+		{"BUN_INSTALL_CACHE_DIR", "bun"},
+		{"DENO_DIR", "deno"},
+	} {
+		// The host's XDG cache is read-only in the sandbox: always replaced.
+		if v.name != "XDG_CACHE_HOME" && s.getenv(v.name) != "" {
+			continue
+		}
+		env = append(env, v.name+"="+filepath.Join(dir, v.sub))
+	}
+	return dir, env
 }
 
 // platform gathers the keys only some backends honour.
