@@ -242,3 +242,17 @@ func TestCheckExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// A long output keeps its head and its tail, the middle cut, as Claude
+// Code's Bash tool does: a summary or a final error is at the end.
+func TestToolOutputKeepsTheTail(t *testing.T) {
+	e := newEnv(t)
+	r := e.tool(`{"type":"tool_use","id":"seq","name":"Bash","input":{"command":"seq 1 100000"}}`)
+	var res struct{ Content string }
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%q: %v", r.stdout, err)
+	}
+	if !strings.HasPrefix(res.Content, "1\n2\n") || !strings.HasSuffix(strings.TrimSpace(res.Content), "99999\n100000") || !strings.Contains(res.Content, "cut") {
+		t.Errorf("content: %q … %q", res.Content[:40], res.Content[len(res.Content)-40:])
+	}
+}

@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -77,3 +79,63 @@ func (b *CapBuffer) Bytes() []byte {
 
 // Dropped returns how many bytes were dropped.
 func (b *CapBuffer) Dropped() int64 { return b.cap.Dropped() }
+
+// HeadTail keeps the first and the last half of its size of what is
+// written to it and counts what falls between: a command's summary and
+// final error are at its end. It is safe for concurrent writers.
+type HeadTail struct {
+	mu      sync.Mutex
+	half    int
+	head    []byte
+	tail    []byte // a ring once full
+	pos     int    // where the ring's oldest byte is
+	wrapped bool
+	total   int64
+}
+
+// NewHeadTail returns a buffer that keeps at most size bytes.
+func NewHeadTail(size int) *HeadTail { return &HeadTail{half: max(size/2, 1)} }
+
+func (b *HeadTail) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	b.total += int64(n)
+	if room := b.half - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
+	}
+	if room := b.half - len(b.tail); room > 0 && len(p) > 0 {
+		k := min(room, len(p))
+		b.tail = append(b.tail, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) >= b.half {
+		copy(b.tail, p[len(p)-b.half:])
+		b.pos, b.wrapped = 0, true
+		return n, nil
+	}
+	for len(p) > 0 {
+		k := copy(b.tail[b.pos:], p)
+		b.pos = (b.pos + k) % b.half
+		p = p[k:]
+		b.wrapped = true
+	}
+	return n, nil
+}
+
+// String is the head, a note of how many bytes were cut, and the tail.
+func (b *HeadTail) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tail := b.tail
+	if b.wrapped {
+		tail = append(append([]byte(nil), b.tail[b.pos:]...), b.tail[:b.pos]...)
+	}
+	cut := b.total - int64(len(b.head)) - int64(len(tail))
+	if cut <= 0 {
+		return string(b.head) + string(tail)
+	}
+	return strings.ToValidUTF8(string(b.head), "\uFFFD") + fmt.Sprintf("\n\n... [sbx: %d bytes of output cut] ...\n\n", cut) + strings.ToValidUTF8(string(tail), "\uFFFD")
+}

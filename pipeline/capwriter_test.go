@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -69,5 +70,36 @@ func TestPrintable(t *testing.T) {
 		if got := printable(tt.in); got != tt.want {
 			t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestHeadTail(t *testing.T) {
+	tests := []struct {
+		size   int
+		writes []string
+		want   string
+	}{
+		{10, []string{"abc"}, "abc"},
+		{10, []string{"abcdefghij"}, "abcdefghij"},
+		{10, []string{"abcde", "fghij", "klm"}, "abcde\n\n... [sbx: 3 bytes of output cut] ...\n\nijklm"},
+		{10, []string{"abcdefghijklmnopqrstuvwxyz"}, "abcde\n\n... [sbx: 16 bytes of output cut] ...\n\nvwxyz"},
+		{10, []string{"ab", "cd", "ef", "gh", "ij", "kl", "mn"}, "abcde\n\n... [sbx: 4 bytes of output cut] ...\n\njklmn"},
+	}
+	for _, tt := range tests {
+		b := NewHeadTail(tt.size)
+		for _, w := range tt.writes {
+			b.Write([]byte(w))
+		}
+		if got := b.String(); got != tt.want {
+			t.Errorf("%q: %q, want %q", tt.writes, got, tt.want)
+		}
+	}
+	// The last line of a long output survives (seq 1 100000).
+	b := NewHeadTail(1000)
+	for i := 1; i <= 100000; i++ {
+		b.Write([]byte(strconv.Itoa(i) + "\n"))
+	}
+	if s := b.String(); !strings.HasSuffix(s, "99999\n100000\n") || !strings.HasPrefix(s, "1\n2\n") {
+		t.Errorf("head or tail lost: %q … %q", s[:20], s[len(s)-20:])
 	}
 }

@@ -307,7 +307,9 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	if _, err := os.Stat(shell); err != nil {
 		shell = "/bin/sh"
 	}
-	stdout, stderr := NewCapBuffer(4*maxOut), NewCapBuffer(4*maxOut)
+	// Head and tail of each stream, as Claude Code keeps them: a summary
+	// or a final error is at the end.
+	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
 	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits, Discard: r.Discard,
 		Secrets: r.Secrets, Platform: r.Platform}
 	if !v.Sandboxed {
@@ -315,7 +317,7 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	}
 	start := time.Now()
 	res, err := r.Executor.Run(ctx, spec, Stdio{Stdout: stdout, Stderr: stderr})
-	out := &BashOutput{Stdout: capped(stdout), Stderr: capped(stderr), Sandboxed: true, Verdict: v}
+	out := &BashOutput{Stdout: stdout.String(), Stderr: stderr.String(), Sandboxed: true, Verdict: v}
 	if err != nil {
 		msg := "Error: the sandbox could not run the command: " + err.Error()
 		if errors.Is(err, ErrUnavailable) {
@@ -465,14 +467,6 @@ func capOutput(s string, max int) string {
 	keep := max / 2
 	cut := n - 2*keep
 	return string(r[:keep]) + fmt.Sprintf("\n\n... [%d characters cut] ...\n\n", cut) + string(r[n-keep:])
-}
-
-// capped returns what b kept, with a note of what it dropped.
-func capped(b *CapBuffer) string {
-	if n := b.Dropped(); n > 0 {
-		return string(b.Bytes()) + fmt.Sprintf("\n[sbx: %d more bytes of output were discarded]", n)
-	}
-	return string(b.Bytes())
 }
 
 // hiddenByPolicy reports whether the filesystem policy hides p: inside a
