@@ -43,16 +43,33 @@ var machServices = []string{
 	"com.apple.system.notification_center",
 	"com.apple.distributed_notifications@Uv3",
 	"com.apple.logd",
-	"com.apple.diagnosticd",
-	"com.apple.CoreServices.coreservicesd",
-	"com.apple.coreservices.launchservicesd",
-	"com.apple.SecurityServer",
-	"com.apple.analyticsd",
 	"com.apple.FSEvents",
 	"com.apple.fonts",
-	"com.apple.lsd.mapdb",
 	"com.apple.bsd.dirhelper",
 }
+
+// Mach services no profile may look up: launchd, not the sandboxed
+// process, starts what LaunchServices opens; diagnosticd reads the unified
+// log; SecurityServer opens the login keychain (items that trust
+// /usr/bin/security come out without a prompt).
+var machRefused = []string{"com.apple.coreservices.launchservicesd", "com.apple.CoreServices.coreservicesd",
+	"com.apple.lsd.mapdb", "com.apple.diagnosticd", "com.apple.analyticsd", "com.apple.SecurityServer"}
+
+// sysctlNames are the sysctls a command may read (as Codex allows): the
+// machine's shape and the system's version. Not kern.proc.* nor
+// kern.procargs*: those show other processes' environments, sbx's own
+// with the real secrets among them.
+var sysctlNames = []string{"hw.activecpu", "hw.busfrequency_compat", "hw.byteorder", "hw.cacheconfig",
+	"hw.cachelinesize_compat", "hw.cpufamily", "hw.cpufrequency_compat", "hw.cputype", "hw.l1dcachesize_compat",
+	"hw.l1icachesize_compat", "hw.l2cachesize_compat", "hw.l3cachesize_compat", "hw.logicalcpu", "hw.logicalcpu_max",
+	"hw.machine", "hw.memsize", "hw.model", "hw.ncpu", "hw.nperflevels", "hw.pagesize", "hw.pagesize_compat",
+	"hw.physicalcpu", "hw.physicalcpu_max", "hw.tbfrequency_compat", "hw.vectorunit", "kern.argmax", "kern.hostname",
+	"kern.maxfilesperproc", "kern.maxproc", "kern.ngroups", "kern.osproductversion", "kern.osrelease", "kern.ostype",
+	"kern.osvariant_status", "kern.osversion", "kern.secure_kernel", "kern.usrstack64", "kern.version",
+	"sysctl.proc_cputype", "sysctl.proc_translated"}
+
+// sysctlPrefixes are sysctl name prefixes a command may read.
+var sysctlPrefixes = []string{"hw.optional.", "hw.perflevel"}
 
 // devWrite are device files a command may write.
 var devWrite = []string{"/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/stdout", "/dev/stderr"}
@@ -134,6 +151,20 @@ func globRegex(glob string) string {
 		}
 	}
 	b.WriteString("(/.*)?$")
+	return b.String()
+}
+
+// caseless is regexQuote(s) matching letters in either case.
+func caseless(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if lo, up := strings.ToLower(string(c)), strings.ToUpper(string(c)); lo != up {
+			b.WriteString("[" + lo + up + "]")
+			continue
+		}
+		quoteByte(&b, c)
+	}
 	return b.String()
 }
 
@@ -228,7 +259,14 @@ func Profile(in ProfileInput) (string, error) {
 	p.raw("(allow process-fork)")
 	p.raw("(allow signal (target same-sandbox))")
 	p.raw("(allow process-info* (target same-sandbox))")
-	p.raw("(allow sysctl-read)")
+	var sysctls [][2]string
+	for _, n := range sysctlNames {
+		sysctls = append(sysctls, [2]string{"sysctl-name", n})
+	}
+	for _, n := range sysctlPrefixes {
+		sysctls = append(sysctls, [2]string{"sysctl-name-prefix", n})
+	}
+	p.rule("allow", "sysctl-read", sysctls)
 	p.raw("(allow iokit-open (iokit-user-client-class \"RootDomainUserClient\"))")
 	p.raw("(allow ipc-posix-shm-read-data ipc-posix-shm-read-metadata (ipc-posix-name \"apple.shm.notification_center\"))")
 	services := append([]string(nil), machServices...)
@@ -279,15 +317,16 @@ func Profile(in ProfileInput) (string, error) {
 		if r.Path == "/" {
 			root = "^"
 		}
+		// APFS is case-insensitive by default: .VSCODE is .vscode there.
 		for _, n := range fsrules.ProtectedFiles() {
-			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + regexQuote(n) + "$"})
+			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "$"})
 		}
 		for _, n := range fsrules.ProtectedDirs() {
-			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + regexQuote(n) + "(/.*)?$"})
+			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "(/.*)?$"})
 		}
 		// (.git itself is not denied: git init must stay possible; its hooks
 		// and config are, so on macOS a new repository cannot be created.)
-		for _, n := range []string{`\.git/hooks(/.*)?`, `\.git/config`, `\.config/git(/.*)?`} {
+		for _, n := range []string{caseless(".git/hooks") + "(/.*)?", caseless(".git/config"), caseless(".config/git") + "(/.*)?"} {
 			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + n + "$"})
 		}
 	}

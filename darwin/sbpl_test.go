@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -84,9 +85,10 @@ func TestProfileMapping(t *testing.T) {
 		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
 		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/T/sbx-run")`, `(literal "/Users/dev/notes.txt")`,
 		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new"))`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.bashrc$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.vscode(/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.git/hooks(/.*)?$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/.*)?$")`,
+		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
 		`(allow file-write*` + "\n" + `  (literal "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
 		`(remote unix-socket (subpath "/var/run/docker.sock"))`,
@@ -108,11 +110,34 @@ func TestProfileMapping(t *testing.T) {
 	if strings.Contains(prof, "network-outbound") || strings.Contains(prof, "network-bind") {
 		t.Errorf("network allowed without a proxy:\n%s", prof)
 	}
-	// Every protected name is covered, at any depth.
+	// Every protected name is covered, at any depth, in either case.
 	for _, n := range append(fsrules.ProtectedFiles(), fsrules.ProtectedDirs()...) {
-		if !strings.Contains(prof, regexQuote(n)) && !strings.Contains(prof, strings.ReplaceAll(regexQuote(n), `\`, `\\`)) {
+		if !strings.Contains(prof, strings.ReplaceAll(caseless(n), `\`, `\\`)) {
 			t.Errorf("protected name %s not covered", n)
 		}
+	}
+	// What no profile may allow: reading every sysctl (kern.procargs2
+	// shows sbx's environment, with the real secrets), the keychain, or
+	// services that launch programs outside the sandbox.
+	if strings.Contains(prof, "(allow sysctl-read)") || strings.Contains(prof, "kern.proc") {
+		t.Error("sysctl-read is not limited to the allow-list")
+	}
+	for _, svc := range machRefused {
+		if strings.Contains(prof, `"`+svc+`"`) {
+			t.Errorf("the profile lets the sandbox look up %s", svc)
+		}
+	}
+}
+
+func TestCaseless(t *testing.T) {
+	re := regexp.MustCompile("^" + caseless(".vscode") + "$")
+	for _, n := range []string{".vscode", ".VSCODE", ".VsCode"} {
+		if !re.MatchString(n) {
+			t.Errorf("%s not matched", n)
+		}
+	}
+	if re.MatchString("xvscode") {
+		t.Error("the dot is a wildcard")
 	}
 }
 
