@@ -100,6 +100,8 @@ func optValue(words []Word, short, long string) []Word {
 
 // fileCommands are the programs fileArgs knows.
 var fileCommands = []string{"cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64",
+	"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
+	"file", "hexdump", "grep", "egrep", "fgrep", "rg",
 	"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
 	"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find"}
 
@@ -116,8 +118,20 @@ func fileArgs(name string, words []Word) []fileArg {
 		return out
 	}
 	switch name {
-	case "cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64":
+	case "cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64",
+		"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
+		"file", "hexdump":
 		return all(false)
+	case "grep", "egrep", "fgrep", "rg":
+		// The pattern is the first operand unless -e or -f gives it.
+		if len(optValue(words, "-e", "--regexp")) == 0 && len(optValue(words, "-f", "--file")) == 0 && len(ops) > 0 {
+			ops = ops[1:]
+		}
+		var out []fileArg
+		for _, w := range ops {
+			out = append(out, fileArg{w, false})
+		}
+		return out
 	case "mv":
 		return append(all(true), written(optValue(words, "-t", "--target-directory"))...)
 	case "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink":

@@ -224,10 +224,21 @@ func codeInArith(n syntax.Node) bool {
 	case *syntax.TestClause:
 		found := false
 		syntax.Walk(n.X, func(m syntax.Node) bool {
-			if b, ok := m.(*syntax.BinaryTest); ok {
-				switch b.Op {
+			switch t := m.(type) {
+			case *syntax.BinaryTest:
+				switch t.Op {
 				case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
-					found = found || !intLiteral(b.X) || !intLiteral(b.Y)
+					found = found || !intLiteral(t.X) || !intLiteral(t.Y)
+				}
+			case *syntax.UnaryTest:
+				// -v NAME[subscript] evaluates the subscript.
+				if t.Op == syntax.TsVarSet {
+					w, ok := t.X.(*syntax.Word)
+					v, plain := "", false
+					if ok {
+						v, plain = plainWord(w)
+					}
+					found = found || !plain || strings.Contains(v, "[")
 				}
 			}
 			return !found

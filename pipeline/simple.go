@@ -37,7 +37,8 @@ var wrappers = map[string]wrapper{
 	}, privileged: true},
 	"doas": {skip: func(a []string) int { return skipOpts(a, []string{"-u", "-C"}) }, privileged: true},
 	"xargs": {skip: func(a []string) int {
-		return skipOpts(a, []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"})
+		// -e, -i and -l take their argument glued only (-i{}), never apart.
+		return skipOpts(a, []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"})
 	}, stdin: true},
 }
 
@@ -84,10 +85,12 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	var args []*syntax.Word
 	for _, w := range ce.Args {
 		ew := expandWord(w, sp.home, sp.dir())
-		if len(ew.Values) == 0 {
-			continue
+		// Each value of a brace expansion is an argument of its own:
+		// {rm,ls} -rf ~ runs rm.
+		for _, v := range ew.Values {
+			words = append(words, Word{Values: []string{v}, Dynamic: ew.Dynamic, Glob: ew.Glob})
+			first, args = append(first, v), append(args, w)
 		}
-		words, first, args = append(words, ew), append(first, ew.Values[0]), append(args, w)
 	}
 	start := sp.stripWrappers(&sc, words, first)
 	wargs := args[start:]
@@ -113,6 +116,7 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		}
 	}
 	if len(sc.Args) > 0 {
+		sp.builtinVars(&sc)
 		name, _ := progName(sc.Args[0])
 		sc.ExecWrapper = slices.Contains(execWrappers, name) || name == "find" && slices.ContainsFunc(sc.Args[1:], func(a string) bool {
 			return a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir" || a == "-delete"
@@ -202,22 +206,30 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 	}
 	for i := 1; i < len(sc.Words); i++ {
 		a := sc.Words[i].Values[0]
-		if a == "-o" || a == "+o" {
-			i++ // -o pipefail
-			continue
-		}
-		if !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") {
+		switch {
+		case sc.Words[i].Dynamic:
+			return // computed options: the outer command asks
+		case a == "-o" || a == "+o" || a == "-O" || a == "+O" || a == "--rcfile" || a == "--init-file":
+			i++ // an option with its argument (-o pipefail)
+		case a == "--" || a == "-":
+			return // a script file follows
+		case strings.HasPrefix(a, "--"):
+			// --norc, --login, --posix …
+		case strings.HasPrefix(a, "-") && strings.Contains(a, "c"):
+			if i+1 >= len(sc.Words) {
+				return
+			}
+			body := sc.Words[i+1]
+			if body.Dynamic {
+				return // the string is computed: the outer command asks
+			}
+			sp.inner(sc, body.Values[0], name+" -c")
+			return
+		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
+			// -e, -x, +x …
+		default:
 			return // a script file: not a string we can read
 		}
-		if !strings.Contains(a, "c") || i+1 >= len(sc.Words) {
-			continue
-		}
-		body := sc.Words[i+1]
-		if body.Dynamic || len(body.Values) != 1 {
-			return // the string is computed: the outer command asks
-		}
-		sp.inner(sc, body.Values[0], name+" -c")
-		return
 	}
 }
 
@@ -293,4 +305,27 @@ func appendDir(dirs []string, d string) []string {
 		return dirs
 	}
 	return append(slices.Clone(dirs), d)
+}
+
+// builtinVars flags the builtins that assign or test a variable named by
+// an argument: a name with a subscript (a[$(cmd)]) runs cmd, and an
+// unsafe name (printf -v PATH .) changes what later commands run.
+func (sp *splitter) builtinVars(sc *SimpleCommand) {
+	name, _ := progName(sc.Args[0])
+	if name != "test" && name != "[" && name != "printf" && name != "read" && name != "mapfile" && name != "readarray" {
+		return
+	}
+	for i, a := range sc.Args[1:] {
+		if strings.Contains(a, "[") && (name == "read" || name == "mapfile" || name == "readarray" || i > 0 && sc.Args[i] == "-v") {
+			sc.Arith = true
+		}
+		if name == "printf" && a == "-v" && i+2 < len(sc.Args) {
+			if v := sc.Args[i+2]; !slices.Contains(safeEnvVars, v) {
+				sp.tainted, sc.UnsafeEnv = true, true
+			}
+		}
+	}
+	if name == "read" || name == "mapfile" || name == "readarray" {
+		sp.tainted = true // it assigns what it reads: PATH, IFS …
+	}
 }

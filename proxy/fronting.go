@@ -153,7 +153,9 @@ func httpStart(b []byte) (yes, more bool) {
 	b = bytes.TrimLeft(b, "\r\n")
 	for i, c := range b {
 		switch {
-		case c == ' ':
+		case c == ' ' || c == '\t':
+			// A tab: servers may take it for the space (RFC 9112);
+			// the head parser then refuses it.
 			return i > 0, false
 		case c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c)):
 		default:
@@ -215,6 +217,11 @@ func newTunnelStream(up net.Conn, host netrules.Host, count func(int), refused f
 	ts := &tunnelStream{pw: pw, done: make(chan struct{})}
 	f := newFramer(pr)
 	f.check = func(h *Head) error {
+		if h.Tunnel {
+			// Whether the server took the upgrade is in its answer, which
+			// is not read here: what follows cannot be told apart.
+			return &FrontingError{Decided: host.String(), Named: "(an Upgrade or CONNECT inside a tunnel)"}
+		}
 		name := h.Host
 		if hh, _, err := net.SplitHostPort(name); err == nil {
 			name = hh
@@ -240,6 +247,9 @@ func newTunnelStream(up net.Conn, host netrules.Host, count func(int), refused f
 				}
 				return
 			}
+			if errors.Is(err, net.ErrClosed) {
+				return // the tunnel was closed
+			}
 			if err != nil {
 				refused(err)
 				up.Close()
@@ -256,3 +266,6 @@ func (ts *tunnelStream) Write(p []byte) (int, error) { return ts.pw.Write(p) }
 // CloseWrite ends the client's side: the checker passes what is left and
 // half-closes upstream.
 func (ts *tunnelStream) CloseWrite() error { return ts.pw.Close() }
+
+// Close stops the checker (the tunnel is gone).
+func (ts *tunnelStream) Close() { ts.pw.CloseWithError(net.ErrClosed) }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -154,6 +155,8 @@ func TestTunnelEveryRequestChecked(t *testing.T) {
 		{"leading empty line", []string{"\r\n" + evil}, 0},
 		{"PROPFIND", []string{"PROPFIND / HTTP/1.1\r\nHost: evil.test\r\nContent-Length: 0\r\n\r\n"}, 0},
 		{"absolute URI", []string{"GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"}, 0},
+		{"upgrade then another host", []string{fmt.Sprintf("GET / HTTP/1.1\r\nHost: api.example.test:%d\r\nUpgrade: foo\r\nConnection: upgrade\r\n\r\n", port), evil}, 0},
+		{"tab after the method", []string{"GET\t/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"}, 0},
 	}
 	for _, tt := range tests {
 		mu.Lock()
@@ -172,11 +175,41 @@ func TestTunnelEveryRequestChecked(t *testing.T) {
 		c.SetReadDeadline(time.Now().Add(3 * time.Second))
 		io.Copy(io.Discard, br)
 		c.Close()
+		time.Sleep(20 * time.Millisecond)
 		mu.Lock()
 		got := slices.Clone(hosts)
 		mu.Unlock()
 		if slices.Contains(got, "evil.test") || len(got) != tt.goodOK {
 			t.Errorf("%s: the server saw hosts %q, want %d request(s) for the tunnel's host only", tt.name, got, tt.goodOK)
 		}
+	}
+}
+
+// A closed plaintext tunnel leaves no checker goroutine behind.
+func TestTunnelStreamStopsOnClose(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer be.Close()
+	port := be.Listener.Addr().(*net.TCPAddr).Port
+	h := newHarness(t, []string{"api.example.test", "127.0.0.1"}, nil)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		c := h.dial()
+		fmt.Fprintf(c, "CONNECT api.example.test:%d HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port, port)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET: %v %v", resp, err)
+		}
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+5 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+5 {
+		t.Errorf("%d goroutines after 20 closed tunnels, %d before", n, before)
 	}
 }

@@ -509,6 +509,9 @@ func (c *countConn) Write(p []byte) (int, error) {
 }
 
 func (c *countConn) Close() error {
+	if c.stream != nil {
+		c.stream.Close()
+	}
 	err := c.Conn.Close()
 	// Closing ends the copies in flight; report once they have counted.
 	go c.once.Do(func() {
