@@ -86,20 +86,34 @@ func (f *childFDs) closeParentEnds() {
 	}
 }
 
-// sandboxPID is the sandbox's init, once bubblewrap has reported it:
-// signals that arrive before are held and delivered then.
+// sandboxPID is the sandbox's init, once bubblewrap has reported it,
+// held by a pidfd: a signal never reaches a process that reused its pid
+// after it exited (the helper merges for a while after). Signals that
+// arrive before are held and delivered then.
 type sandboxPID struct {
 	mu      sync.Mutex
-	pid     int
+	fd      int  // -1 until set, and after close
+	known   bool // set was called (the init may be gone already)
+	closed  bool
 	pending []os.Signal
 }
+
+func newSandboxPID() *sandboxPID { return &sandboxPID{fd: -1} }
 
 func (p *sandboxPID) set(pid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.pid = pid
+	p.known = true
+	if p.closed {
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // it is gone already
+	}
+	p.fd = fd
 	for _, s := range p.pending {
-		_ = unix.Kill(pid, s.(syscall.Signal))
+		_ = unix.PidfdSendSignal(fd, s.(syscall.Signal), nil, 0)
 	}
 	p.pending = nil
 }
@@ -107,11 +121,24 @@ func (p *sandboxPID) set(pid int) {
 func (p *sandboxPID) signal(s os.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pid > 0 {
-		_ = unix.Kill(p.pid, s.(syscall.Signal))
+	if p.fd >= 0 {
+		_ = unix.PidfdSendSignal(p.fd, s.(syscall.Signal), nil, 0)
 		return
 	}
-	p.pending = append(p.pending, s)
+	if !p.known {
+		p.pending = append(p.pending, s)
+	}
+}
+
+// close releases the pidfd.
+func (p *sandboxPID) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.fd >= 0 {
+		unix.Close(p.fd)
+		p.fd = -1
+	}
 }
 
 // watchInfo reads bubblewrap's info (fd 4) and records the init's host

@@ -384,7 +384,8 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	fds.specW = nil
 	txRep := make(chan *TxReport, 1)
 	go tx.exchange(txRep)
-	target := &sandboxPID{}
+	target := newSandboxPID()
+	defer target.close()
 	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, target)
 	initState := r.watchReady(fds.readyR, fds.holdW, initPID)
 	fds.infoR, fds.readyR, fds.holdW = nil, nil, nil
