@@ -17,9 +17,7 @@ import (
 // Python's start-up files in the user's site-packages. Each is checked on
 // the host.
 func TestGitDirectoryAttacks(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	requireTool(t, "git")
 	e := newEnv(t)
 	git := func(args ...string) string {
 		cmd := exec.Command("git", args...)

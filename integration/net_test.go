@@ -51,6 +51,18 @@ func newCounted(t *testing.T, tlsToo bool) *counted {
 	return c
 }
 
+// requireTool skips (or, in CI, fails) when a program a test runs in the
+// sandbox is missing.
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if inCI() {
+			t.Fatalf("%s not installed", name)
+		}
+		t.Skipf("%s not installed", name)
+	}
+}
+
 func requireCurl(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
@@ -176,9 +188,7 @@ func TestNetworkHostLoopbackByName(t *testing.T) {
 func TestSandboxLoopbackIsDirect(t *testing.T) {
 	requireCurl(t)
 	e := newEnv(t)
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	requireTool(t, "python3")
 	e.write("index.html", "served inside")
 	script := "python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 & for i in 1 2 3 4 5 6 7 8 9 10; do curl -s -m1 http://localhost:18765/index.html && break; sleep 0.3; done"
 	for _, flags := range [][]string{nil, {"--allow-domain", "localhost"}} {

@@ -34,12 +34,7 @@ import (
 // the project's .npmrc names the system bundle as its cafile, the registry
 // gets the real token, the sandbox only the placeholder.
 func TestNpmWithBoundToken(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		if inCI() {
-			t.Fatal("npm not installed")
-		}
-		t.Skip("npm not installed")
-	}
+	requireTool(t, "npm")
 	e := newEnv(t)
 	real := "npm_" + strings.Repeat("R3al", 9)
 	tgz := packageTarball(t)
@@ -142,12 +137,7 @@ func TestBlockedHostsNamed(t *testing.T) {
 // builds, each into the sandbox's own cache under ~/.cache/sbx; the
 // host's own caches are untouched.
 func TestToolchainCachesZeroConfig(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		if inCI() {
-			t.Fatal("npm not installed")
-		}
-		t.Skip("npm not installed")
-	}
+	requireTool(t, "npm")
 	e := newEnv(t)
 	tgz := packageTarball(t)
 	// The host's loopback, as the sandbox names it.

@@ -5,7 +5,6 @@ package integration
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -102,9 +101,7 @@ func TestSeccompVictims(t *testing.T) {
 // (/var/tmp is the host's): no call path from inside delivers to it.
 func TestHostDatagramSocketUnreachable(t *testing.T) {
 	e := newEnv(t)
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	requireTool(t, "python3")
 	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-dgram-")
 	if err != nil {
 		t.Fatal(err)
