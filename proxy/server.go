@@ -457,8 +457,8 @@ type countConn struct {
 	once     sync.Once
 	report   func(up, down int64)
 	check    *firstCheck
-	stream   *tunnelStream // plaintext HTTP: checked request by request
-	refused  func(error)   // called once when check refuses the tunnel
+	stream   atomic.Pointer[tunnelStream] // plaintext HTTP: checked request by request
+	refused  func(error)                  // called once when check refuses the tunnel
 	// active counts copies in flight (splices report their bytes only
 	// when they end), so the report waits for them (at most 2 s).
 	active atomic.Int32
@@ -471,8 +471,8 @@ func (c *countConn) Read(p []byte) (int, error) {
 }
 
 func (c *countConn) Write(p []byte) (int, error) {
-	if c.stream != nil {
-		return c.stream.Write(p)
+	if st := c.stream.Load(); st != nil {
+		return st.Write(p)
 	}
 	if c.check != nil && !c.check.done {
 		out, err := c.check.feed(p)
@@ -488,8 +488,9 @@ func (c *countConn) Write(p []byte) (int, error) {
 			if refused == nil {
 				refused = func(error) {}
 			}
-			c.stream = newTunnelStream(c.Conn, c.check.host, func(n int) { c.up.Add(int64(n)) }, refused)
-			if _, err := c.stream.Write(out); err != nil {
+			st := newTunnelStream(c.Conn, c.check.host, func(n int) { c.up.Add(int64(n)) }, refused)
+			c.stream.Store(st)
+			if _, err := st.Write(out); err != nil {
 				return 0, err
 			}
 			return len(p), nil
@@ -509,8 +510,8 @@ func (c *countConn) Write(p []byte) (int, error) {
 }
 
 func (c *countConn) Close() error {
-	if c.stream != nil {
-		c.stream.Close()
+	if st := c.stream.Load(); st != nil {
+		st.Close()
 	}
 	err := c.Conn.Close()
 	// Closing ends the copies in flight; report once they have counted.
@@ -525,8 +526,8 @@ func (c *countConn) Close() error {
 
 // CloseWrite and CloseRead keep half-closes working through the wrapper.
 func (c *countConn) CloseWrite() error {
-	if c.stream != nil {
-		return c.stream.CloseWrite()
+	if st := c.stream.Load(); st != nil {
+		return st.CloseWrite()
 	}
 	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return hc.CloseWrite()
@@ -565,8 +566,8 @@ func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
 			}
 		}
 	}
-	if c.stream != nil {
-		n, err := io.Copy(c.stream, r)
+	if st := c.stream.Load(); st != nil {
+		n, err := io.Copy(st, r)
 		return total + n, err
 	}
 	n, err := io.Copy(c.Conn, r)
