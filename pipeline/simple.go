@@ -245,6 +245,14 @@ func (sp *splitter) inner(sc SimpleCommand, code, what string) {
 		return
 	}
 	sub.walk(f)
+	if what == "eval" || what == "trap" {
+		// They run in this shell: their cd and assignments reach the
+		// commands after them (sh -c's stay in its own process).
+		for _, d := range sub.dirs {
+			sp.dirs = appendDir(sp.dirs, d)
+		}
+		sp.tainted = sp.tainted || sub.tainted
+	}
 	for _, c := range sub.pc.Commands {
 		c.Privileged = c.Privileged || sc.Privileged
 		sp.pc.Commands = append(sp.pc.Commands, c)
