@@ -37,28 +37,14 @@ func TestNpmWithBoundToken(t *testing.T) {
 	requireTool(t, "npm")
 	e := newEnv(t)
 	real := "npm_" + strings.Repeat("R3al", 9)
-	tgz := packageTarball(t)
 	var mu sync.Mutex
 	var auth []string
 	var srv *httptest.Server
-	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv = httptest.NewTLSServer(registryDouble(t, func(r *http.Request) {
 		mu.Lock()
 		auth = append(auth, r.Header.Get("Authorization"))
 		mu.Unlock()
-		switch {
-		case strings.HasSuffix(r.URL.Path, ".tgz"):
-			w.Write(tgz)
-		case r.URL.Path == "/sbx-dep":
-			sum := sha512.Sum512(tgz)
-			sha := sha1.Sum(tgz)
-			json.NewEncoder(w).Encode(map[string]any{"name": "sbx-dep", "dist-tags": map[string]string{"latest": "1.0.0"},
-				"versions": map[string]any{"1.0.0": map[string]any{"name": "sbx-dep", "version": "1.0.0", "dist": map[string]string{
-					"tarball": strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) + "/sbx-dep/-/sbx-dep-1.0.0.tgz", "shasum": hex.EncodeToString(sha[:]),
-					"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sum[:])}}}})
-		default:
-			http.NotFound(w, r)
-		}
-	}))
+	}, func() string { return strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) }))
 	defer srv.Close()
 	// The registry is reached by name (the test's certificate names
 	// example.com), resolved by the proxy to the double.
@@ -100,6 +86,30 @@ func TestNpmWithBoundToken(t *testing.T) {
 	}
 }
 
+// registryDouble serves one npm package, sbx-dep 1.0.0, its tarball at
+// base()/sbx-dep/-/sbx-dep-1.0.0.tgz; seen, when set, is told of every
+// request.
+func registryDouble(t *testing.T, seen func(*http.Request), base func() string) http.Handler {
+	tgz := packageTarball(t)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen != nil {
+			seen(r)
+		}
+		switch {
+		case strings.HasSuffix(r.URL.Path, ".tgz"):
+			w.Write(tgz)
+		case r.URL.Path == "/sbx-dep":
+			sum, sha := sha512.Sum512(tgz), sha1.Sum(tgz)
+			json.NewEncoder(w).Encode(map[string]any{"name": "sbx-dep", "dist-tags": map[string]string{"latest": "1.0.0"},
+				"versions": map[string]any{"1.0.0": map[string]any{"name": "sbx-dep", "version": "1.0.0", "dist": map[string]string{
+					"tarball": base() + "/sbx-dep/-/sbx-dep-1.0.0.tgz", "shasum": hex.EncodeToString(sha[:]),
+					"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sum[:])}}}})
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
 // packageTarball is an npm package: package/package.json and index.js.
 func packageTarball(t *testing.T) []byte {
 	var buf bytes.Buffer
@@ -139,22 +149,9 @@ func TestBlockedHostsNamed(t *testing.T) {
 func TestToolchainCachesZeroConfig(t *testing.T) {
 	requireTool(t, "npm")
 	e := newEnv(t)
-	tgz := packageTarball(t)
 	// The host's loopback, as the sandbox names it.
 	var reg string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasSuffix(r.URL.Path, ".tgz"):
-			w.Write(tgz)
-		case r.URL.Path == "/sbx-dep":
-			sum := sha512.Sum512(tgz)
-			json.NewEncoder(w).Encode(map[string]any{"name": "sbx-dep", "dist-tags": map[string]string{"latest": "1.0.0"},
-				"versions": map[string]any{"1.0.0": map[string]any{"name": "sbx-dep", "version": "1.0.0", "dist": map[string]string{
-					"tarball": reg + "/sbx-dep/-/sbx-dep-1.0.0.tgz", "integrity": "sha512-" + base64.StdEncoding.EncodeToString(sum[:])}}}})
-		default:
-			http.NotFound(w, r)
-		}
-	}))
+	srv := httptest.NewServer(registryDouble(t, nil, func() string { return reg }))
 	defer srv.Close()
 	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
 	reg = "http://" + host

@@ -136,7 +136,7 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 func (s *Session) streams(sb *sandbox, stdio pipeline.Stdio) (pipeline.Stdio, func(*pipeline.Result)) {
 	var closers []io.Closer
 	wrap := func(w io.Writer) io.Writer {
-		if w == nil || isTerminal(w) {
+		if w == nil || IsTerminal(w) {
 			return w
 		}
 		rw := sb.red.Writer(w)

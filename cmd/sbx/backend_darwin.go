@@ -4,11 +4,7 @@ package main
 
 import (
 	"context"
-	"io"
-	"os"
 	"runtime"
-
-	"golang.org/x/term"
 
 	"github.com/sbx-sandbox/sbx/darwin"
 )
@@ -36,9 +32,4 @@ func (b *backend) usable(rep any) bool { return rep.(*darwinReport).Usable }
 
 func (b *backend) clean() (any, error) {
 	return map[string]string{"clean": "nothing to clean on macOS"}, nil
-}
-
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -34,14 +32,3 @@ func (b *backend) doctor(ctx context.Context) any {
 func (b *backend) usable(rep any) bool { return rep.(*linux.Report).Usable }
 
 func (b *backend) clean() (any, error) { return b.exec.Clean(context.Background()) }
-
-// isTerminal reports whether r is a terminal (not merely a character device
-// such as /dev/null).
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}

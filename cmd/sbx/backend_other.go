@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"runtime"
 
 	"github.com/sbx-sandbox/sbx/darwin"
@@ -30,6 +29,3 @@ func (b *backend) doctor(context.Context) any {
 func (b *backend) usable(any) bool { return false }
 
 func (b *backend) clean() (any, error) { return nil, darwin.ErrNotDarwin }
-
-// isTerminal is false where sbx cannot run commands anyway.
-func isTerminal(io.Reader) bool { return false }

@@ -65,7 +65,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	case !f.Changed("command") && len(c.Argv) == 0:
 		return 2, &usageError{"run: no command given"}
 	}
-	opts := o.gateFlags.options(stderr, isTerminal(stdin))
+	opts := o.gateFlags.options(stderr, session.IsTerminal(stdin))
 	opts.FS, opts.Net, opts.Limits, opts.AuditFile = o.fs, o.net, o.limits, o.audit
 	opts.FS.HomeWorkspace, opts.Discard, opts.Unsandboxed = o.tx.homeWorkspace, o.tx.discard, o.unsandboxed
 	if opts.Interactive {
