@@ -42,7 +42,7 @@ generate:
 verify-generate:
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	(cd linux/seccomp && CGO_ENABLED=1 $(GO) run -tags seccompgen ./gen $$tmp) && \
-	for a in amd64 arm64; do cmp linux/seccomp/bpf_$$a.bin $$tmp/bpf_$$a.bin || \
+	for a in amd64 arm64 amd64_unix arm64_unix; do cmp linux/seccomp/bpf_$$a.bin $$tmp/bpf_$$a.bin || \
 	  { echo "linux/seccomp/bpf_$$a.bin is stale: run make generate"; exit 1; }; done
 
 # Start-up, proxy and gate benchmarks in one go: bench/report.md + SVG.

@@ -31,7 +31,7 @@ func TestSeccompVictims(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"socket_unix": "EPERM", "socket_unix_highbits": "EPERM", "socket_packet": "EPERM",
+		"socket_unix_dgram": "EPERM", "socket_unix_raw": "EPERM", "socket_unix_highbits": "EPERM", "socket_packet": "EPERM",
 		"socket_vsock": "EPERM", "socket_alg": "EPERM",
 		"io_uring_setup": "EPERM", "io_uring_enter": "EPERM", "io_uring_register": "EPERM",
 		"ptrace": "EPERM", "process_vm_readv": "EPERM", "process_vm_writev": "EPERM", "pidfd_getfd": "EPERM",
@@ -47,9 +47,9 @@ func TestSeccompVictims(t *testing.T) {
 		"ioctl_tiocsti": "EPERM", "ioctl_tioclinux": "EPERM",
 		"fchmodat_suid": "EPERM", "fchmod_sgid": "EPERM", "fchmodat2_suid": "EPERM",
 		"openat_creat_suid": "EPERM", "mknodat_suid": "EPERM", "openat2": "ENOSYS",
-		"socketpair_unix_dgram": "EPERM", "socket_netlink_netfilter": "EPERM", "socket_netlink_highbits": "EPERM", "open_tree_attr": "EPERM",
+		"socketpair_unix_dgram": "EPERM", "socketpair_unix_raw": "EPERM", "socket_netlink_netfilter": "EPERM", "socket_netlink_highbits": "EPERM", "open_tree_attr": "EPERM",
 		// Controls: what must keep working.
-		"socket_inet": "OK", "socketpair_unix": "OK", "fchmodat_plain": "OK", "openat_creat_plain": "OK",
+		"socket_inet": "OK", "socket_unix": "OK", "socketpair_unix": "OK", "fchmodat_plain": "OK", "openat_creat_plain": "OK",
 		"socket_netlink_route": "OK", "socket_netlink_sockdiag": "OK",
 	}
 	var names []string
@@ -90,9 +90,9 @@ func TestSeccompVictims(t *testing.T) {
 	// The same calls outside the sandbox do not all fail with those errors:
 	// the results above come from the sandbox, not from the host.
 	if os.Geteuid() == 0 {
-		out := victimOnHost(t, victimPath, "socket_unix", "io_uring_setup")
-		if strings.Contains(out, "socket_unix EPERM") {
-			t.Errorf("socket(AF_UNIX) fails on the host too: %s", out)
+		out := victimOnHost(t, victimPath, "socket_unix_dgram", "io_uring_setup")
+		if strings.Contains(out, "socket_unix_dgram EPERM") {
+			t.Errorf("socket(AF_UNIX, SOCK_DGRAM) fails on the host too: %s", out)
 		}
 	}
 }
@@ -126,20 +126,36 @@ func TestHostDatagramSocketUnreachable(t *testing.T) {
 			got <- string(buf[:n])
 		}
 	}()
+	// Every constructor of a Unix socket the command may try, and every
+	// way to send to a path: datagram and raw (a datagram socket for
+	// AF_UNIX) pairs and sockets are refused; stream and seqpacket
+	// sockets ignore or refuse an address on send, and their connect to a
+	// host socket is refused by the supervisor.
 	script := `import socket
-for kind, f in [("socketpair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]),
-                ("socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))]:
+U = socket.AF_UNIX
+ctors = [("socketpair", lambda: socket.socketpair(U, socket.SOCK_DGRAM)[0]),
+         ("socketpair-raw", lambda: socket.socketpair(U, socket.SOCK_RAW)[0]),
+         ("socketpair-seqpacket", lambda: socket.socketpair(U, socket.SOCK_SEQPACKET)[0]),
+         ("socketpair-stream", lambda: socket.socketpair(U, socket.SOCK_STREAM)[0]),
+         ("socket", lambda: socket.socket(U, socket.SOCK_DGRAM)),
+         ("socket-raw", lambda: socket.socket(U, socket.SOCK_RAW)),
+         ("socket-seqpacket", lambda: socket.socket(U, socket.SOCK_SEQPACKET)),
+         ("socket-stream", lambda: socket.socket(U, socket.SOCK_STREAM))]
+for kind, f in ctors:
     try:
         s = f()
     except OSError as e:
         print(kind, "refused", e.errno)
         continue
-    for how in ("sendto", "sendmsg"):
+    for how in ("sendto", "sendmsg", "connect"):
         try:
             if how == "sendto":
                 s.sendto(b"leak-" + how.encode(), "` + path + `")
-            else:
+            elif how == "sendmsg":
                 s.sendmsg([b"leak-" + how.encode()], [], 0, "` + path + `")
+            else:
+                s.connect("` + path + `")
+                s.send(b"leak-connect")
             print(kind, how, "sent")
         except OSError as e:
             print(kind, how, "refused", e.errno)
@@ -151,7 +167,10 @@ for kind, f in [("socketpair", lambda: socket.socketpair(socket.AF_UNIX, socket.
 		t.Errorf("the host socket received %q from the sandbox (%s)", m, r.stdout)
 	default:
 	}
-	if !strings.Contains(r.stdout, "socketpair refused") {
-		t.Errorf("python: %s %s", r.stdout, r.stderr)
+	for _, want := range []string{"socketpair refused 1", "socketpair-raw refused 1", "socket refused 1", "socket-raw refused 1",
+		"socket-stream connect refused", "socket-seqpacket connect refused", "socket-seqpacket sendto refused"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in:\n%s\n%s", want, r.stdout, r.stderr)
+		}
 	}
 }

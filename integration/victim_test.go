@@ -16,9 +16,12 @@ import (
 // sandbox. Arguments are chosen so that without the filter the kernel
 // would answer differently (or succeed), where that is possible.
 var victimCalls = map[string]func() error{
-	"socket_unix": func() error { return closeFD(unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)) },
+	"socket_unix":       func() error { return closeFD(unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)) },
+	"socket_unix_dgram": func() error { return closeFD(unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)) },
+	// SOCK_RAW is SOCK_DGRAM for AF_UNIX.
+	"socket_unix_raw": func() error { return closeFD(unix.Socket(unix.AF_UNIX, unix.SOCK_RAW, 0)) },
 	"socket_unix_highbits": func() error {
-		return rawFD(unix.Syscall(unix.SYS_SOCKET, 0x1_0000_0001, unix.SOCK_STREAM, 0))
+		return rawFD(unix.Syscall(unix.SYS_SOCKET, 0x1_0000_0001, unix.SOCK_DGRAM, 0))
 	},
 	"socket_packet": func() error { return closeFD(unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)) },
 	"socket_vsock":  func() error { return closeFD(unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)) },
@@ -36,6 +39,14 @@ var victimCalls = map[string]func() error{
 
 	"socketpair_unix": func() error {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err == nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		return err
+	},
+	"socketpair_unix_raw": func() error {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_RAW, 0)
 		if err == nil {
 			unix.Close(fds[0])
 			unix.Close(fds[1])

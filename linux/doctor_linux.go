@@ -56,6 +56,7 @@ func (e *Executor) Doctor(ctx context.Context) *Report {
 	add(checkBwrap(bwrap, perr))
 	add(checkUserns())
 	add(checkSeccomp())
+	add(checkUnixSockets())
 	add(checkLandlock(e.RequireLandlock))
 	add(checkLimits())
 	if perr == nil {
@@ -153,13 +154,29 @@ func checkSeccomp() Check {
 		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER"
 		return c
 	}
-	prog, err := seccomp.Native()
+	prog, err := seccomp.Native(seccomp.Supervised)
 	if err != nil {
 		c.Detail = err.Error()
 		return c
 	}
 	c.OK = true
 	c.Detail = fmt.Sprintf("filter compiled at build time for %s (%d instructions)", runtime.GOARCH, len(prog))
+	return c
+}
+
+// checkUnixSockets says whether the connect supervisor can run here: with
+// it, commands use Unix sockets of their own (tmux, multiprocessing, test
+// databases) and the allowed host sockets; without it every Unix socket
+// but a connected pair is refused.
+func checkUnixSockets() Check {
+	c := Check{Name: "unix sockets"}
+	if err := probeSupervisor(); err != nil {
+		c.Detail = "refused in the sandbox: no connect supervisor here (" + err.Error() + ")"
+		c.Fix = "use Linux 5.8 or later, outside another sandbox that supervises system calls (seccomp user notification, pidfd_getfd)"
+		return c
+	}
+	c.OK = true
+	c.Detail = "the sandbox's own work; host sockets only where sandbox.network.allowUnixSockets names them"
 	return c
 }
 

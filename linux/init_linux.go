@@ -216,10 +216,6 @@ func startLocked(path string, spec *InitSpec) (int, error) {
 }
 
 func lockDownAndFork(path string, spec *InitSpec) (int, error) {
-	prog, err := seccomp.Native()
-	if err != nil {
-		return 0, err
-	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
@@ -233,7 +229,7 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 		return 0, fmt.Errorf("landlock required but unavailable: %w", llErr)
 	}
 	// The seccomp filter comes last: nothing after it but fork and exec.
-	if err := seccomp.InstallThread(prog); err != nil {
+	if err := installFilter(spec); err != nil {
 		return 0, err
 	}
 	argv := spec.Argv
@@ -267,6 +263,33 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 		return 0, fmt.Errorf("%s: %w", spec.Argv[0], err)
 	}
 	return pid, nil
+}
+
+// installFilter loads the Supervised program on the calling thread and
+// starts the supervisor on its listener; where the kernel (or an enclosing
+// sandbox) cannot supervise, it loads the Strict program, which refuses
+// Unix sockets, and says so when the settings allow some.
+func installFilter(spec *InitSpec) error {
+	prog, err := seccomp.Native(seccomp.Supervised)
+	if err != nil {
+		return err
+	}
+	listener, serr := seccomp.InstallThreadListener(prog)
+	if serr == nil {
+		sup := &supervisor{listener: listener, diag: -1, allowed: spec.UnixSockets, all: spec.AllUnixSockets}
+		go sup.serve()
+		return nil
+	}
+	if prog, err = seccomp.Native(seccomp.Strict); err != nil {
+		return err
+	}
+	if err := seccomp.InstallThread(prog); err != nil {
+		return err
+	}
+	if len(spec.UnixSockets) > 0 || spec.AllUnixSockets {
+		fmt.Fprintf(os.Stderr, "sbx: Unix sockets stay refused in this sandbox: no connect supervisor here (%v); see sbx doctor\n", serr)
+	}
+	return nil
 }
 
 // reap collects every exited child. It reports the command's exit status

@@ -84,6 +84,13 @@ type InitSpec struct {
 	// RequireLandlock makes a missing Landlock an error instead of a
 	// best-effort skip.
 	RequireLandlock bool `json:"requireLandlock,omitempty"`
+	// UnixSockets are the host Unix sockets the command may connect to
+	// (sandbox.network.allowUnixSockets), bound into the sandbox at the
+	// same paths; AllUnixSockets allows every one
+	// (sandbox.network.allowAllUnixSockets). Sockets of the sandbox's own
+	// are always allowed.
+	UnixSockets    []string `json:"unixSockets,omitempty"`
+	AllUnixSockets bool     `json:"allUnixSockets,omitempty"`
 }
 
 // Exit statuses the init uses for its own failures, as a shell does.

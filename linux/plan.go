@@ -62,6 +62,10 @@ type PlanInput struct {
 	// transaction helper's namespace, which bubblewrap starts from): unless
 	// TmpSize is set the private /tmp is its [TmpInBudget] directory.
 	BudgetStage string
+	// UnixSockets are host Unix sockets the command may connect to
+	// (sandbox.network.allowUnixSockets, resolved), bound read-only at the
+	// same path: a connect needs no write access to the mount.
+	UnixSockets []string
 	// StateDir is sbx's state directory (run directories, staged writes,
 	// the quarantine): hidden from the sandbox.
 	StateDir string
@@ -119,6 +123,9 @@ func BuildPlan(in PlanInput) []Op {
 	}
 	for _, f := range in.ExtraROBinds {
 		ops = append(ops, Op{Kind: OpROBind, Src: f, Dst: f, Why: "trust"})
+	}
+	for _, f := range in.UnixSockets {
+		ops = append(ops, Op{Kind: OpROBind, Src: f, Dst: f, Why: "allowUnixSockets"})
 	}
 	if in.Exe != "" {
 		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx init"})

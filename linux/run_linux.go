@@ -170,7 +170,11 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	r.cg = cg
 	defer cg.remove()
+	var socks []string
+	socks, res.Warnings = allowedSockets(s.Platform.UnixSockets, res.Warnings)
+	r.sockets = socks
 	in := PlanInput{
+		UnixSockets:  socks,
 		Policy:       s.FS,
 		EmptyFile:    filepath.Join(runDir, emptyFile),
 		Exe:          exe,
@@ -260,6 +264,9 @@ type run struct {
 	cgWarn string
 	// tmpLimited: the private /tmp is a size-limited tmpfs.
 	tmpLimited bool
+	// sockets are the host Unix sockets the command may connect to (real
+	// paths, bound into the sandbox).
+	sockets []string
 	// tmpFull is set when the init reported the size-limited /tmp full.
 	tmpFull bool
 	// budgetStage is set when the writes are staged in a disk budget
@@ -422,7 +429,8 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 		plan, readOnly = SplitPlan(plan)
 	}
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
-		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil}
+		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil,
+		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets}
 	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
 		init.CPUSeconds = uint64((l.MaxCPU + time.Second - 1) / time.Second)
 		init.OpenFiles = uint64(l.MaxOpenFiles)
@@ -711,4 +719,29 @@ func childrenByStat(pid int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// allowedSockets resolves the host sockets the settings allow
+// (sandbox.network.allowUnixSockets) to their real paths; a path that is
+// not absolute or is not a socket now is left out, with a warning.
+func allowedSockets(paths, warnings []string) ([]string, []string) {
+	var out []string
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		switch {
+		case !filepath.IsAbs(p):
+			err = errors.New("not an absolute path")
+		case err == nil:
+			var fi os.FileInfo
+			if fi, err = os.Stat(real); err == nil && fi.Mode().Type() != os.ModeSocket {
+				err = errors.New("not a socket")
+			}
+		}
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("sandbox.network.allowUnixSockets: %s: %v; left out", p, err))
+			continue
+		}
+		out = append(out, real)
+	}
+	return out, warnings
 }

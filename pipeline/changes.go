@@ -86,15 +86,15 @@ func (c *Changes) Lines() []string {
 	}
 	out = append(out, c.Notes...)
 	for i, l := range out {
-		out[i] = printable(l)
+		out[i] = Printable(l)
 	}
 	return out
 }
 
-// printable escapes what a terminal would act on (newlines, escape
+// Printable escapes what a terminal would act on (newlines, escape
 // sequences, bidirectional overrides) in text that holds names the command
 // chose, so no file name can forge or erase a line of sbx's.
-func printable(s string) string {
+func Printable(s string) string {
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
 		return s
 	}

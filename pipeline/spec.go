@@ -44,9 +44,11 @@ type Spec struct {
 // honour one that is set ignores it only where that is stricter, and says
 // so ([Platform.Unsupported]).
 type Platform struct {
-	// UnixSockets may be connected to (sandbox.network.allowUnixSockets;
-	// macOS).
+	// UnixSockets may be connected to (sandbox.network.allowUnixSockets).
 	UnixSockets []string
+	// AllUnixSockets allows every Unix socket
+	// (sandbox.network.allowAllUnixSockets; Linux).
+	AllUnixSockets bool
 	// LocalBinding allows bind/listen on localhost
 	// (sandbox.network.allowLocalBinding; macOS).
 	LocalBinding bool
@@ -61,6 +63,9 @@ func (p Platform) Unsupported() []string {
 	var out []string
 	if len(p.UnixSockets) > 0 {
 		out = append(out, "sandbox.network.allowUnixSockets")
+	}
+	if p.AllUnixSockets {
+		out = append(out, "sandbox.network.allowAllUnixSockets")
 	}
 	if p.LocalBinding {
 		out = append(out, "sandbox.network.allowLocalBinding")

@@ -13,7 +13,7 @@ const sandboxSupported = true
 
 // platformHonours reports whether this platform honours a platform key:
 // macOS honours them all.
-func platformHonours(string) bool { return true }
+func platformHonours(key string) bool { return key != "sandbox.network.allowAllUnixSockets" }
 
 // newExecutor builds the Seatbelt executor. With an audit log, the
 // sandbox's violations are streamed from the unified log (best effort).

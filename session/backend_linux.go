@@ -15,7 +15,9 @@ const sandboxSupported = true
 
 // platformHonours reports whether this platform honours a platform key
 // (pipeline.Platform): Linux honours none.
-func platformHonours(string) bool { return false }
+func platformHonours(key string) bool {
+	return key == "sandbox.network.allowUnixSockets" || key == "sandbox.network.allowAllUnixSockets"
+}
 
 func newExecutor(o *Options, st *settings.Settings, stateDir string, audit *Audit) pipeline.Executor {
 	e := &linux.Executor{Bwrap: st.BwrapPath.V, Exe: o.Exe, StateDir: stateDir, Ask: o.NetAsk}

@@ -325,6 +325,7 @@ func (s *Session) platform() pipeline.Platform {
 	for _, e := range s.st.AllowUnixSockets {
 		p.UnixSockets = append(p.UnixSockets, e.Value)
 	}
+	p.AllUnixSockets = s.st.AllowAllUnixSockets.Or(false)
 	p.LocalBinding = s.st.AllowLocalBinding.Or(false)
 	p.WeakerNetworkIsolation = s.st.EnableWeakerNetworkIsolation.Or(false)
 	return p

@@ -22,17 +22,28 @@ type Instruction struct {
 	K    uint32
 }
 
-// Program returns the compiled filter for goarch ("amd64" or "arm64").
-func Program(goarch string) ([]Instruction, error) {
-	raw, ok := programs[goarch]
+// FileName is the name of the compiled program of a variant for goarch:
+// bpf_amd64.bin, bpf_amd64_unix.bin …
+func FileName(goarch string, v Variant) string {
+	if v == Supervised {
+		return "bpf_" + goarch + "_unix.bin"
+	}
+	return "bpf_" + goarch + ".bin"
+}
+
+// Program returns the compiled filter of a variant for goarch ("amd64" or
+// "arm64").
+func Program(goarch string, v Variant) ([]Instruction, error) {
+	raw, ok := programs[FileName(goarch, v)]
 	if !ok || len(raw) == 0 {
-		return nil, fmt.Errorf("%w (%s)", ErrNoProgram, goarch)
+		return nil, fmt.Errorf("%w (%s, %s)", ErrNoProgram, goarch, v)
 	}
 	return decode(raw)
 }
 
-// Native returns the compiled filter for the running architecture.
-func Native() ([]Instruction, error) { return Program(runtime.GOARCH) }
+// Native returns the compiled filter of a variant for the running
+// architecture.
+func Native(v Variant) ([]Instruction, error) { return Program(runtime.GOARCH, v) }
 
 func decode(raw []byte) ([]Instruction, error) {
 	if len(raw)%8 != 0 {

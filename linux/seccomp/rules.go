@@ -20,7 +20,37 @@ const (
 	// flags sit behind a pointer the filter cannot read; libc then falls back
 	// to clone, whose flags the filter checks.
 	ENOSYS
+	// Notify stops the caller and hands the call to sbx's supervisor
+	// (SECCOMP_RET_USER_NOTIF), which performs it or refuses it.
+	Notify
 )
+
+// Variant selects one of the compiled programs.
+type Variant uint8
+
+// The programs sbx compiles.
+const (
+	// Strict refuses every Unix socket except connected stream and
+	// seqpacket pairs: for kernels, or parent sandboxes, where the
+	// supervisor cannot run.
+	Strict Variant = iota
+	// Supervised lets the command create Unix stream and seqpacket
+	// sockets and sends every connect(2) to the supervisor, which
+	// performs it on a duplicate of the caller's socket after checking
+	// the address it copied (so nothing the caller changes later counts).
+	Supervised
+)
+
+// Variants lists every program variant, for the generator and the tests.
+var Variants = []Variant{Strict, Supervised}
+
+// String names the variant as its program file does.
+func (v Variant) String() string {
+	if v == Supervised {
+		return "unix"
+	}
+	return "strict"
+}
 
 // Op compares a system call argument.
 type Op uint8
@@ -57,16 +87,27 @@ type Rule struct {
 // proxy bridge; netlink lets libc query interfaces in the sandbox's own empty
 // network namespace.
 // Netlink protocols: route and sock_diag stay allowed.
+//
+// socketRules: socket() takes AF_INET, AF_INET6 and AF_NETLINK, and in the
+// Supervised variant AF_UNIX of the stream and seqpacket types (whose
+// connect goes to the supervisor; sendto and sendmsg ignore or refuse an
+// address on them). socketpair(AF_UNIX) keeps only those two types in both
+// variants: a datagram pair sends to any host datagram socket by path.
 const (
 	netlinkRoute     = 0
 	netlinkSockDiag  = 4
 	netlinkProtocols = 32 // MAX_LINKS
 )
 
-// socketpair's refused combination.
+// Unix socket types: only stream and seqpacket are kept. SOCK_RAW is
+// SOCK_DGRAM for AF_UNIX, and a datagram socket sends to any host socket by
+// path with sendto or sendmsg, which the filter cannot read.
 const (
-	afUNIX    = 1
-	sockDGRAM = 2
+	afUNIX        = 1
+	sockSTREAM    = 1
+	sockSEQPACKET = 5
+	sockTypeMask  = 0xf
+	sockTypeLimit = 16
 )
 
 const (
@@ -96,28 +137,11 @@ var nsFlags = []uint64{
 	0x40000000, // CLONE_NEWNET
 }
 
-// Rules returns the filter's rules. Every other system call is allowed; a
-// call made with a foreign architecture's calling convention kills the
-// process.
-func Rules() []Rule {
-	var rs []Rule
-	// socket(): only AF_INET, AF_INET6 and AF_NETLINK. The family is an int,
-	// so compare its low 32 bits; anything at or above 17 (including values
-	// with high bits set) is refused too.
-	for f := uint64(0); f < 17; f++ {
-		if f == afINET || f == afINET6 || f == afNETLINK {
-			continue
-		}
-		rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: f}},
-			Why: "address families other than IPv4, IPv6 and netlink (AF_UNIX reaches host daemons)"})
-	}
-	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: GE, Value: 17}}, Why: "address families from 17 up"})
-	// socketpair(AF_UNIX, SOCK_DGRAM): an unconnected datagram socket
-	// whose sendto/sendmsg reaches any host datagram socket by path
-	// (/dev/log, /run/systemd/notify …). Stream and seqpacket pairs stay:
-	// they are connected to each other only.
-	rs = append(rs, Rule{Syscall: "socketpair", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: afUNIX},
-		{Arg: 1, Op: MaskedEq, Mask: 0xf, Value: sockDGRAM}}, Why: "Unix datagram pairs send to host sockets by path"})
+// Rules returns the filter's rules for a variant. Every other system call
+// is allowed; a call made with a foreign architecture's calling convention
+// kills the process.
+func Rules(v Variant) []Rule {
+	rs := socketRules(v)
 	// Netlink: only route (interfaces, addresses) and sock_diag (ss);
 	// netfilter and the rest are the usual door to kernel bugs.
 	for p := uint64(0); p < netlinkProtocols; p++ {
@@ -129,6 +153,10 @@ func Rules() []Rule {
 	}
 	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: afNETLINK},
 		{Arg: 2, Op: GE, Value: netlinkProtocols}}, Why: "netlink protocols other than route and sock_diag"})
+	if v == Supervised {
+		rs = append(rs, Rule{Syscall: "connect", Action: Notify,
+			Why: "the supervisor connects Unix sockets inside the sandbox only (and performs every other connect as asked)"})
+	}
 	for _, f := range nsFlags {
 		for _, sc := range []string{"clone", "unshare"} {
 			rs = append(rs, Rule{Syscall: sc, Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: f, Value: f}},
@@ -199,3 +227,31 @@ const (
 	LastKnownSyscall = 467 // open_tree_attr, Linux 6.18
 	MaxSyscall       = 1023
 )
+
+func socketRules(v Variant) []Rule {
+	var rs []Rule
+	// The family is an int, so compare its low 32 bits; anything at or
+	// above 17 (including values with high bits set) is refused too.
+	for f := uint64(0); f < 17; f++ {
+		if f == afINET || f == afINET6 || f == afNETLINK || (f == afUNIX && v == Supervised) {
+			continue
+		}
+		rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: f}},
+			Why: "address families other than IPv4, IPv6 and netlink (and supervised Unix sockets)"})
+	}
+	rs = append(rs, Rule{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: GE, Value: 17}}, Why: "address families from 17 up"})
+	calls := []string{"socketpair"}
+	if v == Supervised {
+		calls = append(calls, "socket")
+	}
+	for _, call := range calls {
+		for t := uint64(0); t < sockTypeLimit; t++ {
+			if t == sockSTREAM || t == sockSEQPACKET {
+				continue
+			}
+			rs = append(rs, Rule{Syscall: call, Conds: []Cond{{Arg: 0, Op: MaskedEq, Mask: 0xffffffff, Value: afUNIX},
+				{Arg: 1, Op: MaskedEq, Mask: sockTypeMask, Value: t}}, Why: "Unix datagram sockets send to host sockets by path"})
+		}
+	}
+	return rs
+}

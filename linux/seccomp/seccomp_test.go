@@ -21,6 +21,7 @@ const (
 	retKillProcess = 0x80000000
 	retEPERM       = 0x00050000 | 1
 	retENOSYS      = 0x00050000 | 38
+	retNotify      = 0x7fc00000
 )
 
 // Audit architecture tokens and syscall numbers, per architecture, for the
@@ -35,13 +36,14 @@ var arches = map[string]struct {
 		"ptrace": 101, "mount": 165, "bpf": 321, "io_uring_setup": 425, "setns": 308, "keyctl": 250,
 		"kexec_load": 246, "open_tree": 428, "userfaultfd": 323, "pidfd_getfd": 438,
 		"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85, "mknod": 133, "mknodat": 259,
-		"open": 2, "openat": 257, "openat2": 437,
+		"open": 2, "openat": 257, "openat2": 437, "connect": 42, "sendto": 44,
 	}},
 	"arm64": {0xc00000b7, 0xc000003e, map[string]uint32{
 		"read": 63, "socket": 198, "socketpair": 199, "ioctl": 29, "clone": 220, "clone3": 435, "unshare": 97,
 		"ptrace": 117, "mount": 40, "bpf": 280, "io_uring_setup": 425, "setns": 268, "keyctl": 219,
 		"kexec_load": 104, "open_tree": 428, "userfaultfd": 282, "pidfd_getfd": 438,
 		"fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "mknodat": 33, "openat": 56, "openat2": 437,
+		"connect": 203, "sendto": 206,
 	}},
 }
 
@@ -59,9 +61,9 @@ func seccompData(nr, arch uint32, args ...uint64) []byte {
 	return b
 }
 
-func vm(t *testing.T, goarch string) *bpf.VM {
+func vm(t *testing.T, goarch string, variant Variant) *bpf.VM {
 	t.Helper()
-	prog, err := Program(goarch)
+	prog, err := Program(goarch, variant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +104,10 @@ func TestFilterDecisions(t *testing.T) {
 		{"socketpair AF_UNIX seqpacket", "socketpair", []uint64{1, 5}, retAllow},
 		{"socketpair AF_UNIX dgram", "socketpair", []uint64{1, 2}, retEPERM},
 		{"socketpair AF_UNIX dgram cloexec", "socketpair", []uint64{1, 2 | 0o2000000}, retEPERM},
+		{"socketpair AF_UNIX raw (a datagram pair)", "socketpair", []uint64{1, 3}, retEPERM},
+		{"socketpair AF_UNIX type 0", "socketpair", []uint64{1, 0}, retEPERM},
+		{"socketpair AF_UNIX stream nonblock cloexec", "socketpair", []uint64{1, 1 | 0o4000 | 0o2000000}, retAllow},
+		{"connect allowed", "connect", nil, retAllow},
 		{"ioctl TIOCSTI", "ioctl", []uint64{0, 0x5412}, retEPERM},
 		{"ioctl TIOCSTI high bits", "ioctl", []uint64{0, 0xdead_0000_5412}, retEPERM},
 		{"ioctl TIOCLINUX", "ioctl", []uint64{0, 0x541C}, retEPERM},
@@ -141,7 +147,7 @@ func TestFilterDecisions(t *testing.T) {
 		{"openat2", "openat2", nil, retENOSYS},
 	}
 	for goarch, a := range arches {
-		v := vm(t, goarch)
+		v := vm(t, goarch, Strict)
 		for _, tt := range tests {
 			t.Run(goarch+"/"+tt.name, func(t *testing.T) {
 				nr, ok := a.syscalls[tt.syscall]
@@ -179,7 +185,7 @@ func TestFilterDecisions(t *testing.T) {
 	} {
 		t.Run("amd64/"+tt.name, func(t *testing.T) {
 			a := arches["amd64"]
-			got, _ := vm(t, "amd64").Run(seccompData(a.syscalls[tt.syscall], a.audit, tt.args...))
+			got, _ := vm(t, "amd64", Strict).Run(seccompData(a.syscalls[tt.syscall], a.audit, tt.args...))
 			if uint32(got) != tt.want {
 				t.Errorf("%s%v = %#x, want %#x", tt.syscall, tt.args, uint32(got), tt.want)
 			}
@@ -192,28 +198,92 @@ func TestFilterDecisions(t *testing.T) {
 		want uint32
 	}{{467, retEPERM}, {468, retENOSYS}, {500, retENOSYS}, {1023, retENOSYS}, {466, retAllow}} {
 		t.Run(fmt.Sprintf("amd64/nr %d", tt.nr), func(t *testing.T) {
-			got, _ := vm(t, "amd64").Run(seccompData(tt.nr, arches["amd64"].audit))
+			got, _ := vm(t, "amd64", Strict).Run(seccompData(tt.nr, arches["amd64"].audit))
 			if uint32(got) != tt.want {
 				t.Errorf("syscall %d = %#x, want %#x", tt.nr, uint32(got), tt.want)
 			}
 		})
 	}
 	t.Run("amd64/x32 killed", func(t *testing.T) {
-		got, _ := vm(t, "amd64").Run(seccompData(0x40000000|41, arches["amd64"].audit, 1))
+		got, _ := vm(t, "amd64", Strict).Run(seccompData(0x40000000|41, arches["amd64"].audit, 1))
 		if uint32(got) != retKillProcess {
 			t.Errorf("x32 socket = %#x, want kill", uint32(got))
 		}
 	})
 }
 
+// TestSupervisedDecisions: the Supervised program lets the command make
+// Unix stream and seqpacket sockets, never datagram ones, and hands every
+// connect to the supervisor; the rest is the Strict program's.
+func TestSupervisedDecisions(t *testing.T) {
+	tests := []struct {
+		name    string
+		syscall string
+		args    []uint64
+		want    uint32
+	}{
+		{"socket AF_UNIX stream", "socket", []uint64{1, 1}, retAllow},
+		{"socket AF_UNIX stream cloexec nonblock", "socket", []uint64{1, 1 | 0o4000 | 0o2000000}, retAllow},
+		{"socket AF_UNIX seqpacket", "socket", []uint64{1, 5}, retAllow},
+		{"socket AF_UNIX dgram", "socket", []uint64{1, 2}, retEPERM},
+		{"socket AF_UNIX raw (a datagram socket)", "socket", []uint64{1, 3}, retEPERM},
+		{"socket AF_UNIX type 15", "socket", []uint64{1, 15}, retEPERM},
+		{"socket AF_UNIX high bits", "socket", []uint64{0x1_0000_0001, 2}, retEPERM},
+		{"socket AF_INET", "socket", []uint64{2, 1}, retAllow},
+		{"socket AF_PACKET", "socket", []uint64{17, 3}, retEPERM},
+		{"socket AF_UNSPEC", "socket", []uint64{0, 1}, retEPERM},
+		{"socket AF_NETLINK netfilter", "socket", []uint64{16, 3, 12}, retEPERM},
+		{"socketpair AF_UNIX dgram", "socketpair", []uint64{1, 2}, retEPERM},
+		{"socketpair AF_UNIX raw", "socketpair", []uint64{1, 3}, retEPERM},
+		{"socketpair AF_UNIX stream", "socketpair", []uint64{1, 1}, retAllow},
+		{"connect notifies", "connect", nil, retNotify},
+		{"sendto allowed (no address on a stream socket)", "sendto", nil, retAllow},
+		{"ptrace", "ptrace", nil, retEPERM},
+		{"io_uring_setup", "io_uring_setup", nil, retEPERM},
+		{"clone NEWNET", "clone", []uint64{0x40000000}, retEPERM},
+	}
+	for goarch, a := range arches {
+		v := vm(t, goarch, Supervised)
+		for _, tt := range tests {
+			t.Run(goarch+"/"+tt.name, func(t *testing.T) {
+				got, err := v.Run(seccompData(a.syscalls[tt.syscall], a.audit, tt.args...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if uint32(got) != tt.want {
+					t.Errorf("%s%v = %#x, want %#x", tt.syscall, tt.args, uint32(got), tt.want)
+				}
+			})
+		}
+		t.Run(goarch+"/foreign arch killed", func(t *testing.T) {
+			if got, _ := v.Run(seccompData(a.syscalls["connect"], a.foreign)); uint32(got) != retKillProcess {
+				t.Errorf("foreign arch = %#x, want kill", uint32(got))
+			}
+		})
+	}
+	t.Run("amd64/x32 connect killed", func(t *testing.T) {
+		got, _ := vm(t, "amd64", Supervised).Run(seccompData(0x40000000|42, arches["amd64"].audit, 1))
+		if uint32(got) != retKillProcess {
+			t.Errorf("x32 connect = %#x, want kill", uint32(got))
+		}
+	})
+}
+
 func TestDisassemblyGolden(t *testing.T) {
-	for _, goarch := range []string{"amd64", "arm64"} {
-		prog, err := Program(goarch)
+	for _, p := range []struct {
+		goarch string
+		v      Variant
+	}{{"amd64", Strict}, {"arm64", Strict}, {"amd64", Supervised}, {"arm64", Supervised}} {
+		prog, err := Program(p.goarch, p.v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := Disassemble(prog)
-		path := filepath.Join("testdata", goarch+".asm")
+		name := p.goarch
+		if p.v == Supervised {
+			name += "_unix"
+		}
+		path := filepath.Join("testdata", name+".asm")
 		if *update {
 			os.WriteFile(path, []byte(got), 0o644)
 		}
@@ -222,13 +292,13 @@ func TestDisassemblyGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(string(want), got); diff != "" {
-			t.Errorf("%s program changed (-want +got):\n%s", goarch, diff)
+			t.Errorf("%s program changed (-want +got):\n%s", name, diff)
 		}
 	}
 }
 
 func TestNativeProgram(t *testing.T) {
-	_, err := Native()
+	_, err := Native(Supervised)
 	switch runtime.GOARCH {
 	case "amd64", "arm64":
 		if err != nil {

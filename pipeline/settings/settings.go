@@ -153,9 +153,11 @@ type Settings struct {
 	AllowedDomains, DeniedDomains []Entry
 	StrictAllowlist               Bool
 	AllowManagedDomainsOnly       Bool
-	// macOS only: Unix sockets the command may connect to, localhost
-	// binding, and trustd lookups for Go TLS clients.
+	// Unix sockets outside the sandbox the command may connect to (all of
+	// them with AllowAllUnixSockets); macOS only: localhost binding, and
+	// trustd lookups for Go TLS clients.
 	AllowUnixSockets             []Entry
+	AllowAllUnixSockets          Bool
 	AllowLocalBinding            Bool
 	EnableWeakerNetworkIsolation Bool
 
@@ -573,6 +575,7 @@ func (s *Settings) apply(f *File) {
 	boolKey("sandbox.filesystem.allowManagedReadPathsOnly", &s.AllowManagedReadPathsOnly)
 	listKey("sandbox.network.allowedDomains", &s.AllowedDomains)
 	listKey("sandbox.network.allowUnixSockets", &s.AllowUnixSockets)
+	boolKey("sandbox.network.allowAllUnixSockets", &s.AllowAllUnixSockets)
 	boolKey("sandbox.network.allowLocalBinding", &s.AllowLocalBinding)
 	boolKey("sandbox.enableWeakerNetworkIsolation", &s.EnableWeakerNetworkIsolation)
 	listKey("sandbox.network.deniedDomains", &s.DeniedDomains)

@@ -109,7 +109,7 @@ func TestValidationErrors(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	s, err := load(t, fakeFS{"/home/u/.config/sbx/settings.json": `{"theme": "dark", "bogus": 1,
-		"sandbox": {"network": {"allowAllUnixSockets": true}, "filesystem": {"allowManagedReadPathsOnly": true}}}`}, nil)
+		"sandbox": {"enableWeakerNestedSandbox": true, "filesystem": {"allowManagedReadPathsOnly": true}}}`}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	all := strings.Join(got, "\n")
-	for _, want := range []string{"bogus: unknown key", "allowAllUnixSockets: not supported", "allowManagedReadPathsOnly: only honoured in managed"} {
+	for _, want := range []string{"bogus: unknown key", "enableWeakerNestedSandbox: not supported", "allowManagedReadPathsOnly: only honoured in managed"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings %q lack %q", all, want)
 		}

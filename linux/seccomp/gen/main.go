@@ -21,14 +21,16 @@ func main() {
 		out = os.Args[1]
 	}
 	for goarch, arch := range map[string]libseccomp.ScmpArch{"amd64": libseccomp.ArchAMD64, "arm64": libseccomp.ArchARM64} {
-		if err := build(arch, filepath.Join(out, "bpf_"+goarch+".bin")); err != nil {
-			fmt.Fprintf(os.Stderr, "gen %s: %v\n", goarch, err)
-			os.Exit(1)
+		for _, v := range seccomp.Variants {
+			if err := build(arch, v, filepath.Join(out, seccomp.FileName(goarch, v))); err != nil {
+				fmt.Fprintf(os.Stderr, "gen %s %s: %v\n", goarch, v, err)
+				os.Exit(1)
+			}
 		}
 	}
 }
 
-func build(arch libseccomp.ScmpArch, path string) error {
+func build(arch libseccomp.ScmpArch, v seccomp.Variant, path string) error {
 	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
 	if err != nil {
 		return err
@@ -59,7 +61,7 @@ func build(arch libseccomp.ScmpArch, path string) error {
 		return err
 	}
 	skipped := 0
-	for _, r := range seccomp.Rules() {
+	for _, r := range seccomp.Rules(v) {
 		// Rules take the native architecture's number; libseccomp translates
 		// it by name for the filter's architecture.
 		nr, err := libseccomp.GetSyscallFromName(r.Syscall)
@@ -78,8 +80,11 @@ func build(arch libseccomp.ScmpArch, path string) error {
 			return fmt.Errorf("%s (nr %d): %w", r.Syscall, r.Nr, err)
 		}
 		act := libseccomp.ActErrno.SetReturnCode(1) // EPERM
-		if r.Action == seccomp.ENOSYS {
+		switch r.Action {
+		case seccomp.ENOSYS:
 			act = libseccomp.ActErrno.SetReturnCode(38) // ENOSYS
+		case seccomp.Notify:
+			act = libseccomp.ActNotify
 		}
 		if len(r.Conds) == 0 {
 			if exact {
@@ -113,7 +118,7 @@ func build(arch libseccomp.ScmpArch, path string) error {
 		}
 	}
 	if skipped > 0 {
-		fmt.Fprintf(os.Stderr, "gen %s: %d rules by number only left out (libseccomp cannot translate them)\n", arch, skipped)
+		fmt.Fprintf(os.Stderr, "gen %s %s: %d rules by number only left out (libseccomp cannot translate them)\n", arch, v, skipped)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".bpf-*")
 	if err != nil {

@@ -1,0 +1,208 @@
+//go:build linux
+
+package integration
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// hostListener is a Unix stream socket on the host that counts the
+// connections it accepts and answers each with "host".
+type hostListener struct {
+	path     string
+	accepted atomic.Int32
+}
+
+func listenOnHost(t *testing.T, dir, name string) *hostListener {
+	t.Helper()
+	h := &hostListener{path: filepath.Join(dir, name)}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: h.path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	os.Chmod(h.path, 0o777)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.accepted.Add(1)
+			c.Write([]byte("host"))
+			c.Close()
+		}
+	}()
+	return h
+}
+
+// unixClientScript tries every way the issue named to reach a host
+// socket, and the sockets of the sandbox's own; it prints one line per
+// attempt: "<name> ok <reply>" or "<name> err <errno>".
+const unixClientScript = `import os, socket, sys
+allowed, other = sys.argv[1], sys.argv[2]
+def attempt(name, f):
+    try:
+        print(name, "ok", f())
+    except OSError as e:
+        print(name, "err", e.errno)
+def dial(path, kind=socket.SOCK_STREAM):
+    c = socket.socket(socket.AF_UNIX, kind)
+    c.connect(path)
+    return c.recv(16).decode() or "-"
+def serve(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(8)
+    return s
+def echo(path):
+    s = serve(path)
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(path)
+    a, _ = s.accept()
+    a.send(b"inside")
+    return c.recv(16).decode()
+attempt("tmp", lambda: echo("/tmp/own.sock"))
+attempt("workspace", lambda: echo("own.sock"))
+attempt("abstract", lambda: echo("\0sbx-own"))
+attempt("allowed", lambda: dial(allowed))
+attempt("other", lambda: dial(other))
+attempt("seqpacket", lambda: dial(other, socket.SOCK_SEQPACKET))
+os.symlink(other, "/tmp/link.sock")
+attempt("symlink", lambda: dial("/tmp/link.sock"))
+fd = os.open(other, os.O_PATH)
+attempt("procfd", lambda: dial("/proc/self/fd/%d" % fd))
+cwd = os.getcwd()
+os.chdir("/proc/self/fd")
+attempt("procfd-relative", lambda: dial(str(fd)))
+os.chdir(cwd)
+attempt("relative", lambda: dial(os.path.relpath(other)))
+from multiprocessing import Manager
+def manager():
+    with Manager() as m:
+        d = m.dict()
+        d["k"] = "v"
+        return d["k"]
+attempt("manager", manager)
+`
+
+// TestUnixSocketsInsideOnly: the command's own Unix sockets work (in /tmp,
+// in the workspace, abstract, multiprocessing.Manager); no connection
+// reaches a host socket by any path trick, unless
+// sandbox.network.allowUnixSockets names it, and then only that one. The
+// host listeners count what they accept.
+func TestUnixSocketsInsideOnly(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "python3")
+	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-unix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	allowed, other := listenOnHost(t, dir, "allowed.sock"), listenOnHost(t, dir, "other.sock")
+	e.write("client.py", unixClientScript)
+	want := map[string]string{"tmp": "ok inside", "workspace": "ok inside", "abstract": "ok inside", "manager": "ok v",
+		"allowed": "err 1", "other": "err 1", "seqpacket": "err 1", "symlink": "err 1", "procfd": "err 1",
+		"procfd-relative": "err 1", "relative": "err 1"}
+	check := func(r result) {
+		t.Helper()
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if name, rest, ok := strings.Cut(line, " "); ok {
+				got[name] = rest
+			}
+		}
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s: got %q, want %q\nstdout:\n%s\nstderr:\n%s", name, got[name], w, r.stdout, r.stderr)
+			}
+		}
+	}
+	check(e.sbx("run", "--", "python3", "client.py", allowed.path, other.path))
+	if n := allowed.accepted.Load() + other.accepted.Load(); n != 0 {
+		t.Fatalf("host sockets accepted %d connections from the sandbox", n)
+	}
+	// Allowed by its real path through a link: exactly that socket.
+	link := filepath.Join(dir, "link-to-allowed.sock")
+	if err := os.Symlink(allowed.path, link); err != nil {
+		t.Fatal(err)
+	}
+	want["allowed"] = "ok host"
+	r := e.sbx("run", "--settings", fmt.Sprintf(`{"sandbox":{"network":{"allowUnixSockets":[%q]}}}`, link),
+		"--", "python3", "client.py", allowed.path, other.path)
+	check(r)
+	if n := allowed.accepted.Load(); n != 1 {
+		t.Errorf("the allowed host socket accepted %d connections, want 1", n)
+	}
+	if n := other.accepted.Load(); n != 0 {
+		t.Errorf("a host socket not allowed accepted %d connections", n)
+	}
+	if !strings.Contains(r.stderr, "sbx: connect to "+other.path+" refused") {
+		t.Errorf("no notice names the refused socket:\n%s", r.stderr)
+	}
+}
+
+// TestTmuxInside: tmux's server and client talk over a Unix socket in the
+// sandbox's /tmp.
+func TestTmuxInside(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "tmux")
+	r := e.sh(`tmux new-session -d -s t 'sleep 30' && tmux list-sessions -F '#{session_name}' && tmux kill-server`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "t" {
+		t.Fatalf("tmux in the sandbox: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestNodeUnixServerInside: Node's net.listen on a path and a client of
+// it, in the sandbox.
+func TestNodeUnixServerInside(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "node")
+	r := e.sbx("run", "--", "node", "-e", `const net = require("net"); const p = "/tmp/n.sock";
+const s = net.createServer(c => c.end("pong")).listen(p, () =>
+  net.connect(p).on("data", d => { console.log(d.toString()); s.close(); }));`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "pong" {
+		t.Fatalf("node: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestUnixSocketRaces: a command that changes the address, or the
+// descriptor behind the number, while its connect is being decided
+// reaches its own socket or nothing, never the host socket; and connects
+// blocked on a full backlog hold up no other connect.
+func TestUnixSocketRaces(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "python3")
+	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-unixrace-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	host := listenOnHost(t, dir, "host.sock")
+	for _, f := range []string{"unixrace.py", "unixbacklog.py"} {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.write(f, string(data))
+	}
+	r := e.sbx("run", "--", "python3", "unixrace.py", host.path, "400")
+	if r.code != 0 || !strings.Contains(r.stdout, "descriptor race connected 0") {
+		t.Errorf("race script: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := host.accepted.Load(); n != 0 {
+		t.Fatalf("the host socket accepted %d connections during the races", n)
+	}
+	r = e.sbx("run", "--timeout", "30s", "--", "python3", "unixbacklog.py")
+	if r.code != 0 || !strings.Contains(r.stdout, "all done: True 5") {
+		t.Errorf("backlog script: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
