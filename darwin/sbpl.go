@@ -3,6 +3,7 @@ package darwin
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -217,6 +218,114 @@ func (p *profile) rule(action, op string, filters [][2]string) {
 	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
 }
 
+// q quotes s (see [Quote]); a path that cannot be quoted is recorded as
+// the profile's error.
+func (p *profile) q(s string) string {
+	q, err := Quote(s)
+	if err != nil {
+		p.err = errors.Join(p.err, err)
+	}
+	return q
+}
+
+// form adds (action op part...) with each part an already rendered filter.
+func (p *profile) form(action, op string, parts ...string) {
+	if len(parts) == 0 {
+		return
+	}
+	if action == "deny" && p.with != "" {
+		parts = append(parts, p.with)
+	}
+	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
+}
+
+// gitDirOrigin begins the origin fsrules gives a writable root that is the
+// workspace's git directory outside the workspace (a linked worktree's or
+// a submodule's, or their common directory): see fsrules' gitDirsOutside.
+// TestGitDirRootFromCompile keeps the two in step.
+const gitDirOrigin = "git directory of the workspace"
+
+func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, gitDirOrigin) }
+
+// gitEntries is the regex, after a git directory's path, of the entries no
+// sandboxed command may change: hooks (they run on the host), config and
+// config.worktree (core.fsmonitor, aliases, filters run programs),
+// commondir and gitdir (they send git to another directory), alternates;
+// the same in the git directories nested in modules/ (submodules: their
+// names may hold a slash) and worktrees/. A ref or log named "hooks" or
+// "config" in a submodule's git directory is caught too.
+func gitEntries() string {
+	own := strings.Join([]string{caseless("hooks") + "(/.*)?", caseless("config"), caseless("config.worktree"),
+		caseless("commondir"), caseless("gitdir")}, "|")
+	nested := "(" + caseless("modules") + "/.+|" + caseless("worktrees") + "/[^/]+)/(" + own + ")"
+	alternates := caseless("objects/info/") + "(" + caseless("http-") + ")?" + caseless("alternates")
+	return "/(" + own + "|" + alternates + "|" + nested + ")$"
+}
+
+// gitLinks keeps git pointed where it is: in every writable root, a .git
+// cannot be renamed or removed (mv .git g; edit g/config; mv g .git), and
+// a .git that is not a directory (a gitdir pointer file, a link) cannot be
+// created or changed; the git directories outside the workspace, and
+// their parents inside a writable root, cannot be renamed.
+func (p *profile) gitLinks(in ProfileInput) {
+	var unlink []string
+	for _, r := range in.FS.Writable {
+		if !r.Dir {
+			continue
+		}
+		if isGitDirRoot(r) {
+			for _, a := range append([]string{r.Path}, ancestorsIn(r.Path, writableRoots(in))...) {
+				unlink = append(unlink, "(literal "+p.q(a)+")")
+			}
+			continue
+		}
+		root := "^" + regexQuote(r.Path)
+		if r.Path == "/" {
+			root = "^"
+		}
+		re := "(regex " + p.q(root+"(/.*)?/"+caseless(".git")+"$") + ")"
+		unlink = append(unlink, re)
+		p.form("deny", "file-write*", "(require-all "+re+" (require-not (vnode-type DIRECTORY)))")
+	}
+	p.form("deny", "file-write-unlink", dedupeStrings(unlink)...)
+}
+
+// writableRoots are the directories (and files) the profile lets the
+// command write: the writable roots, the caches, the private TMPDIR.
+func writableRoots(in ProfileInput) []string {
+	var out []string
+	for _, r := range append(slices.Clone(in.FS.Writable), in.FS.Caches...) {
+		out = append(out, r.Path)
+	}
+	if in.TmpDir != "" {
+		out = append(out, in.TmpDir)
+	}
+	return out
+}
+
+// ancestorsIn returns the ancestors of path (nearest first) that lie in
+// one of roots: the directories whose rename would carry path with them.
+func ancestorsIn(path string, roots []string) []string {
+	var out []string
+	for d := filepath.Dir(path); d != "/" && d != "."; d = filepath.Dir(d) {
+		if slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(d, r) }) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func dedupeStrings(s []string) []string {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(s, func(x string) bool {
+		if seen[x] {
+			return true
+		}
+		seen[x] = true
+		return false
+	})
+}
+
 func subpaths(paths []fsrules.Path) [][2]string {
 	var out [][2]string
 	for _, p := range paths {
@@ -234,8 +343,10 @@ func subpaths(paths []fsrules.Path) [][2]string {
 // reads everywhere, minus denyRead, plus allowRead; writes to the writable
 // roots, the private TMPDIR and a few devices, minus denyWrite and the
 // protected names at any depth (regex rules cover names that do not exist
-// yet), plus exact allowWrite of a protected path; network only to the
-// proxy's localhost port and the allowed Unix sockets.
+// yet), minus git's hooks and config in every git directory (a new
+// repository cannot be created: git init writes them) and renames of .git,
+// plus exact allowWrite of a protected path; network only to the proxy's
+// localhost port and the allowed Unix sockets.
 func Profile(in ProfileInput) (string, error) {
 	if in.FS == nil {
 		return "", errors.New("darwin: no filesystem policy")
@@ -308,7 +419,7 @@ func Profile(in ProfileInput) (string, error) {
 	}
 	p.rule("deny", "file-write*", globs)
 	p.comment("protected names, at any depth of every writable root, existing or not")
-	var prot [][2]string
+	var prot, gitRoots [][2]string
 	for _, r := range in.FS.Writable {
 		if !r.Dir {
 			continue
@@ -317,6 +428,12 @@ func Profile(in ProfileInput) (string, error) {
 		if r.Path == "/" {
 			root = "^"
 		}
+		if isGitDirRoot(r) {
+			// The workspace's git directory outside it: its own hooks and
+			// config, not a .git below it.
+			gitRoots = append(gitRoots, [2]string{"regex", root + gitEntries()})
+			continue
+		}
 		// APFS is case-insensitive by default: .VSCODE is .vscode there.
 		for _, n := range fsrules.ProtectedFiles() {
 			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "$"})
@@ -324,13 +441,13 @@ func Profile(in ProfileInput) (string, error) {
 		for _, n := range fsrules.ProtectedDirs() {
 			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "(/.*)?$"})
 		}
-		// (.git itself is not denied: git init must stay possible; its hooks
-		// and config are, so on macOS a new repository cannot be created.)
-		for _, n := range []string{caseless(".git/hooks") + "(/.*)?", caseless(".git/config"), caseless(".config/git") + "(/.*)?"} {
-			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + n + "$"})
-		}
+		prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(".config/git") + "(/.*)?$"},
+			[2]string{"regex", root + "(/.*)?/" + caseless(".git") + gitEntries()})
 	}
 	p.rule("deny", "file-write*", prot)
+	p.comment("git: hooks, config and what sends git elsewhere, in every git directory; .git itself")
+	p.rule("deny", "file-write*", gitRoots)
+	p.gitLinks(in)
 	var exact [][2]string
 	for _, e := range in.FS.ExactAllow {
 		exact = append(exact, [2]string{"literal", e})

@@ -44,7 +44,8 @@ func TestProfileGolden(t *testing.T) {
 	tests := map[string]ProfileInput{
 		"default": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
-		"every-key": everyKey(),
+		"every-key":       everyKey(),
+		"linked-worktree": {FS: linkedWorktree(t), TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
 		"tagged": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}},
 			DenyRead: []fsrules.Path{{Path: "/Users/dev/.ssh", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123, Tag: "sbx_0123456789abcdef01234567"},
@@ -87,7 +88,7 @@ func TestProfileMapping(t *testing.T) {
 		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new"))`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/.*)?$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
 		`(allow file-write*` + "\n" + `  (literal "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
@@ -126,6 +127,100 @@ func TestProfileMapping(t *testing.T) {
 		if strings.Contains(prof, `"`+svc+`"`) {
 			t.Errorf("the profile lets the sandbox look up %s", svc)
 		}
+	}
+}
+
+// linkedWorktree is a workspace that is a linked worktree of a repository
+// outside it, compiled by fsrules as sbx compiles it.
+func linkedWorktree(t *testing.T) *fsrules.Policy {
+	t.Helper()
+	h := &fakeFS{
+		dirs: map[string]bool{"/Users": true, "/Users/dev": true, "/Users/dev/wt": true, "/Users/dev/main": true,
+			"/Users/dev/main/.git": true, "/Users/dev/main/.git/objects": true, "/Users/dev/main/.git/worktrees": true,
+			"/Users/dev/main/.git/worktrees/wt": true},
+		files: map[string]string{
+			"/Users/dev/wt/.git":                          "gitdir: /Users/dev/main/.git/worktrees/wt\n",
+			"/Users/dev/main/.git/HEAD":                   "ref: refs/heads/main\n",
+			"/Users/dev/main/.git/worktrees/wt/HEAD":      "ref: refs/heads/wt\n",
+			"/Users/dev/main/.git/worktrees/wt/commondir": "../..\n",
+			"/Users/dev/main/.git/worktrees/wt/gitdir":    "/Users/dev/wt/.git\n",
+		},
+	}
+	pol, err := fsrules.Compile(fsrules.Input{Workspace: "/Users/dev/wt"},
+		fsrules.Host{Home: "/Users/dev", EvalSymlinks: h.eval, Lstat: h.lstat, ReadFile: h.readFile,
+			Glob: func(string) ([]string, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// The generator finds the git directories outside the workspace by the
+// origin fsrules gives them.
+func TestGitDirRootFromCompile(t *testing.T) {
+	var got []string
+	for _, w := range linkedWorktree(t).Writable {
+		if isGitDirRoot(w) {
+			got = append(got, w.Path)
+		}
+	}
+	if want := []string{"/Users/dev/main/.git/worktrees/wt", "/Users/dev/main/.git"}; !slices.Equal(got, want) {
+		t.Errorf("git directory roots %q, want %q", got, want)
+	}
+}
+
+// checkAccess asks the profile about each access and fails on a wrong
+// answer.
+func checkAccess(t *testing.T, prof string, allow, deny []access) {
+	t.Helper()
+	forms, err := parseSexprs(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range allow {
+		if !decide(t, forms, a) {
+			t.Errorf("%s %s (%s) denied", a.op, a.path, a.vtype)
+		}
+	}
+	for _, a := range deny {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s (%s) allowed", a.op, a.path, a.vtype)
+		}
+	}
+}
+
+// Git's hooks and config cannot change in any git directory the command
+// may write: the workspace's, nested ones, a linked worktree's outside the
+// workspace and its repository's; .git cannot be moved away or replaced by
+// a pointer file; git's own data stays writable.
+func TestGitProtection(t *testing.T) {
+	for _, tag := range []string{"", "sbx_t"} {
+		prof, err := Profile(ProfileInput{FS: linkedWorktree(t), TmpDir: "/private/tmp/run", Tag: tag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const m, w = "/Users/dev/main/.git", "/Users/dev/wt"
+		mod, cr, ul := "file-write-data", "file-write-create", "file-write-unlink"
+		checkAccess(t, prof, []access{
+			{cr, m + "/objects/ab/cdef", ""}, {mod, m + "/refs/heads/wt", ""}, {cr, m + "/logs/HEAD", ""},
+			{mod, m + "/worktrees/wt/index", ""}, {mod, m + "/worktrees/wt/HEAD", ""}, {cr, m + "/worktrees/wt/index.lock", ""},
+			{ul, m + "/worktrees/wt/index.lock", ""}, {mod, m + "/packed-refs", ""},
+			{cr, w + "/src/main.go", ""}, {ul, w + "/src/main.go", ""},
+			{cr, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.git/objects/ab/cd", ""}, {mod, w + "/sub/.git/HEAD", ""},
+			{cr, w + "/gitdir", ""}, {cr, w + "/hooks/useThing.ts", ""}, {mod, w + "/config", ""},
+		}, []access{
+			{cr, m + "/hooks/pre-commit", ""}, {mod, m + "/hooks/pre-commit", ""}, {ul, m + "/hooks", "DIRECTORY"},
+			{mod, m + "/config", ""}, {ul, m + "/config", ""}, {cr, m + "/CONFIG", ""}, {cr, m + "/Hooks/post-checkout", ""},
+			{mod, m + "/worktrees/wt/commondir", ""}, {mod, m + "/worktrees/wt/gitdir", ""}, {cr, m + "/worktrees/wt/config.worktree", ""},
+			{cr, m + "/worktrees/wt/hooks/pre-commit", ""}, {cr, m + "/objects/info/alternates", ""},
+			{cr, m + "/modules/lib/hooks/post-checkout", ""}, {mod, m + "/modules/lib/config", ""}, {mod, m + "/modules/vendor/x/config", ""},
+			{ul, m + "/worktrees/wt", "DIRECTORY"}, {ul, m + "/worktrees", "DIRECTORY"},
+			{mod, w + "/.git", ""}, {ul, w + "/.git", ""}, {cr, w + "/sub/.git", ""}, {cr, w + "/sub/.git", "SYMLINK"},
+			{ul, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.GIT", ""},
+			{cr, w + "/sub/.git/hooks/pre-commit", ""}, {mod, w + "/sub/.git/config", ""}, {cr, w + "/sub/.Git/Config", ""},
+			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
+			{cr, w + "/.config/git/config", ""},
+		})
 	}
 }
 

@@ -38,6 +38,23 @@ if grep -q '"event":"sandbox-violation"' audit.jsonl 2>/dev/null; then
 else
   echo "WARN  no sandbox-violation event in the audit log (log stream gave nothing; see darwin/violations.go)"
 fi
+# Git: a linked worktree's repository outside the workspace keeps its hooks
+# and config; .git cannot be moved away or replaced by a pointer file; git's
+# own data stays writable (a commit works).
+sbx=$OLDPWD/bin/sbx main=$(mktemp -d) wt=$(mktemp -d)
+trap 'rm -rf "$ws" "$main" "$wt"' EXIT
+git -C "$main" init -q
+git -C "$main" -c user.name=t -c user.email=t@t commit -q --allow-empty -m init
+rmdir "$wt" && git -C "$main" worktree add -q "$wt"
+(cd "$wt" && "$sbx" run --mode bypassPermissions -c "echo x > '$main/.git/hooks/pre-commit'; git config core.fsmonitor 'touch /tmp/sbx-fsmonitor'; \
+  echo x > '$main/.git/worktrees/$(basename "$wt")/commondir'; git -c user.name=t -c user.email=t@t commit -q --allow-empty -m in-sandbox; \
+  mv .git g; mkdir sub && printf 'gitdir: /tmp\\n' > sub/.git; true") || true
+check "main repository's hook not created" '[ ! -e "$main/.git/hooks/pre-commit" ]'
+check "main repository's config unchanged" '[ -z "$(git -C "$main" config core.fsmonitor)" ]'
+check "worktree's commondir unchanged" '[ "$(cat "$main/.git/worktrees/$(basename "$wt")/commondir")" = ../.. ]'
+check "a commit in the worktree works" '[ "$(git -C "$wt" log -1 --format=%s)" = in-sandbox ]'
+check ".git not moved" '[ -e "$wt/.git" ] && [ ! -e "$wt/g" ]'
+check "no .git pointer file created" '[ ! -e "$wt/sub/.git" ]'
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
