@@ -290,6 +290,51 @@ func (p *profile) gitLinks(in ProfileInput) {
 	p.form("deny", "file-write-unlink", dedupeStrings(unlink)...)
 }
 
+// readDeniedIn returns the denyRead paths that lie in a writable root: they
+// cannot be written either (a read-denied file is not replaced).
+func readDeniedIn(deny []fsrules.Path, roots []string) []fsrules.Path {
+	var out []fsrules.Path
+	for _, d := range deny {
+		if slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(d.Path, r) }) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// moveBlocks returns the filters of what cannot be unlinked (removed or
+// renamed), so that "mv .env x; cat x" or "mv vendor v; edit v/…; mv v
+// vendor" fail: every denyRead and denyWrite path inside a writable root,
+// and its ancestors inside one; for a denyWrite pattern, the directory
+// before its first wildcard and that directory's ancestors (as srt does).
+func (p *profile) moveBlocks(in ProfileInput, roots []string) []string {
+	var out []string
+	add := func(path string, dir bool) {
+		kind := "literal"
+		if dir {
+			kind = "subpath"
+		}
+		out = append(out, "("+kind+" "+p.q(path)+")")
+		for _, a := range ancestorsIn(path, roots) {
+			out = append(out, "(literal "+p.q(a)+")")
+		}
+	}
+	for _, d := range append(readDeniedIn(in.FS.DenyRead, roots), in.FS.DenyWrite...) {
+		add(d.Path, d.Dir)
+	}
+	for _, g := range in.FS.DenyWriteGlobs {
+		i := strings.IndexAny(g.Path, "*?[{\\")
+		if i < 0 {
+			add(g.Path, true)
+			continue
+		}
+		if base := filepath.Dir(g.Path[:i+1]); slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(base, r) }) {
+			add(base, false)
+		}
+	}
+	return dedupeStrings(out)
+}
+
 // writableRoots are the directories (and files) the profile lets the
 // command write: the writable roots, the caches, the private TMPDIR.
 func writableRoots(in ProfileInput) []string {
@@ -412,7 +457,8 @@ func Profile(in ProfileInput) (string, error) {
 	}
 	p.rule("allow", "file-write*", w)
 	p.raw(`(allow file-ioctl (literal "/dev/tty") (regex "^/dev/ttys[0-9]+$"))`)
-	p.rule("deny", "file-write*", subpaths(in.FS.DenyWrite))
+	roots := writableRoots(in)
+	p.rule("deny", "file-write*", subpaths(append(slices.Clone(in.FS.DenyWrite), readDeniedIn(in.FS.DenyRead, roots)...)))
 	var globs [][2]string
 	for _, g := range in.FS.DenyWriteGlobs {
 		globs = append(globs, [2]string{"regex", globRegex(g.Path)})
@@ -453,6 +499,8 @@ func Profile(in ProfileInput) (string, error) {
 		exact = append(exact, [2]string{"literal", e})
 	}
 	p.rule("allow", "file-write*", exact)
+	p.comment("moves: a denied path, and its parents inside the writable roots, cannot be renamed or removed")
+	p.form("deny", "file-write-unlink", p.moveBlocks(in, roots)...)
 
 	p.comment("network: only the proxy on localhost, and allowed Unix sockets")
 	if in.ProxyPort > 0 {

@@ -85,7 +85,8 @@ func TestProfileMapping(t *testing.T) {
 		`(deny file-read*` + "\n" + `  (subpath "/Users/dev/.ssh")`,
 		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
 		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/T/sbx-run")`, `(literal "/Users/dev/notes.txt")`,
-		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new"))`,
+		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new")` + "\n" + `  (literal "/Users/dev/proj/.env"))`,
+		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj/.env")` + "\n" + `  (literal "/Users/dev/proj")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
@@ -221,6 +222,42 @@ func TestGitProtection(t *testing.T) {
 			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
 			{cr, w + "/.config/git/config", ""},
 		})
+	}
+}
+
+func denyMoves() ProfileInput {
+	p := func(path string, dir bool) fsrules.Path { return fsrules.Path{Path: path, Exists: true, Dir: dir} }
+	return ProfileInput{FS: &fsrules.Policy{
+		Workspace:      "/Users/dev/proj",
+		Writable:       []fsrules.Path{p("/Users/dev/proj", true)},
+		DenyRead:       []fsrules.Path{p("/Users/dev/proj/.env", false), p("/Users/dev/proj/conf/secrets", true), p("/Users/dev/.aws", true)},
+		DenyWrite:      []fsrules.Path{p("/Users/dev/proj/lib/vendor", true)},
+		DenyWriteGlobs: []fsrules.Path{{Path: "/Users/dev/proj/deploy/*.key"}},
+	}, TmpDir: "/private/tmp/run"}
+}
+
+// A denied path cannot be moved out of its rule: not renamed or removed,
+// nor any of its parents inside a writable root; a read-denied path there
+// cannot be written either. Paths outside the writable roots need no rule.
+func TestMoveBlocks(t *testing.T) {
+	prof, err := Profile(denyMoves())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = "/Users/dev/proj"
+	mod, cr, ul, rd := "file-write-data", "file-write-create", "file-write-unlink", "file-read-data"
+	checkAccess(t, prof, []access{
+		{cr, w + "/x", ""}, {ul, w + "/x", ""}, {ul, w + "/src", "DIRECTORY"}, {ul, w + "/conf/app.yaml", ""},
+		{cr, w + "/deploy/readme", ""}, {ul, w + "/deploy/readme", ""}, {rd, w + "/lib/vendor/a.go", ""},
+	}, []access{
+		{ul, w + "/.env", ""}, {mod, w + "/.env", ""}, {rd, w + "/.env", ""},
+		{ul, w + "/conf/secrets", "DIRECTORY"}, {ul, w + "/conf/secrets/db.pem", ""}, {mod, w + "/conf/secrets/db.pem", ""},
+		{cr, w + "/conf/secrets/new", ""}, {ul, w + "/conf", "DIRECTORY"},
+		{ul, w + "/lib/vendor", "DIRECTORY"}, {ul, w + "/lib", "DIRECTORY"}, {mod, w + "/lib/vendor/a.go", ""},
+		{ul, w + "/deploy", "DIRECTORY"}, {ul, w + "/deploy/prod.key", ""}, {cr, w + "/deploy/prod.key", ""},
+	})
+	if strings.Count(prof, `"/Users/dev/.aws"`) != 1 || strings.Contains(prof, `(literal "/Users/dev")`) || strings.Contains(prof, `(literal "/Users")`) {
+		t.Errorf("rules for paths outside the writable roots:\n%s", prof)
 	}
 }
 

@@ -55,6 +55,15 @@ check "worktree's commondir unchanged" '[ "$(cat "$main/.git/worktrees/$(basenam
 check "a commit in the worktree works" '[ "$(git -C "$wt" log -1 --format=%s)" = in-sandbox ]'
 check ".git not moved" '[ -e "$wt/.git" ] && [ ! -e "$wt/g" ]'
 check "no .git pointer file created" '[ ! -e "$wt/sub/.git" ]'
+# A read-denied file cannot be moved (or hard-linked) out of its rule, nor a
+# write-denied directory renamed, edited and renamed back.
+echo SECRET-VALUE > .env
+mkdir -p vendor && echo orig > vendor/a
+"$sbx" run --mode bypassPermissions --deny-read .env --deny-write vendor \
+  -c 'mv .env x; cat x; ln .env y; cat y; mv vendor v; echo evil > v/a; mv v vendor; true' > moves.out 2>&1 || true
+check ".env not moved" '[ -e .env ] && [ ! -e x ]'
+check "read-denied content not shown (mv, ln)" '! grep -q SECRET-VALUE moves.out'
+check "write-denied directory not renamed" '[ "$(cat vendor/a)" = orig ] && [ ! -e v ]'
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
