@@ -97,7 +97,14 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	cmd := exec.Command(SandboxExec, append([]string{"-p", prof, "--"}, s.Argv...)...)
 	cmd.Env, cmd.Dir = env, s.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A terminal on stdin is handed to the command (pagers, REPLs and
+	// prompts would stop on SIGTTIN/SIGTTOU in a background group) and
+	// taken back when it is done; without one, a new session.
+	job, tty := stdinJob(stdio.Stdin)
+	cmd.SysProcAttr = job.sysProcAttr(tty)
+	if job.Foreground {
+		defer takeTerminal(tty)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}

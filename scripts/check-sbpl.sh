@@ -64,6 +64,12 @@ mkdir -p vendor && echo orig > vendor/a
 check ".env not moved" '[ -e .env ] && [ ! -e x ]'
 check "read-denied content not shown (mv, ln)" '! grep -q SECRET-VALUE moves.out'
 check "write-denied directory not renamed" '[ "$(cat vendor/a)" = orig ] && [ ! -e v ]'
+# Interactive: with a terminal on stdin the command's group is the
+# foreground one, so a pager and stty work (in a background group they stop
+# on SIGTTIN/SIGTTOU until --timeout kills them).
+(cd "$wt" && printf q | script -q /dev/null "$sbx" run --mode bypassPermissions --timeout 30s \
+  -c 'stty -echo && stty echo && GIT_PAGER=less git log && touch pager-done' >/dev/null 2>&1) || true
+check "git log with a pager in a terminal" '[ -e "$wt/pager-done" ]'
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
