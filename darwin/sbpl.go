@@ -47,6 +47,12 @@ var machServices = []string{
 	"com.apple.FSEvents",
 	"com.apple.fonts",
 	"com.apple.bsd.dirhelper",
+	// Group membership (id, ls -l, getgrouplist), as srt allows.
+	"com.apple.system.opendirectoryd.membership",
+	// Preferences (CFPreferences, `defaults read`), read only: see
+	// prefsRules.
+	"com.apple.cfprefsd.daemon",
+	"com.apple.cfprefsd.agent",
 }
 
 // Mach services no profile may look up: launchd, not the sandboxed
@@ -66,11 +72,20 @@ var sysctlNames = []string{"hw.activecpu", "hw.busfrequency_compat", "hw.byteord
 	"hw.machine", "hw.memsize", "hw.model", "hw.ncpu", "hw.nperflevels", "hw.pagesize", "hw.pagesize_compat",
 	"hw.physicalcpu", "hw.physicalcpu_max", "hw.tbfrequency_compat", "hw.vectorunit", "kern.argmax", "kern.hostname",
 	"kern.maxfilesperproc", "kern.maxproc", "kern.ngroups", "kern.osproductversion", "kern.osrelease", "kern.ostype",
-	"kern.osvariant_status", "kern.osversion", "kern.secure_kernel", "kern.usrstack64", "kern.version",
+	"kern.osvariant_status", "kern.osversion", "kern.secure_kernel", "kern.tcsm_available", "kern.tcsm_enable", "kern.usrstack64", "kern.version",
 	"sysctl.proc_cputype", "sysctl.proc_translated"}
 
 // sysctlPrefixes are sysctl name prefixes a command may read.
 var sysctlPrefixes = []string{"hw.optional.", "hw.perflevel"}
+
+// sysctlWrite are the sysctls a command may set: V8 turns on TCSM for its
+// threads (kern.tcsm_enable); Java's CPU detection passes a buffer to
+// kern.grade_cputype, which counts as a write (as srt and Codex allow).
+var sysctlWrite = []string{"kern.grade_cputype", "kern.tcsm_enable"}
+
+// devIoctl are the devices a command may ioctl besides the terminals:
+// without /dev/dtracehelper dyld logs a violation for many programs.
+var devIoctl = []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/dtracehelper", "/dev/tty"}
 
 // devWrite are device files a command may write.
 var devWrite = []string{"/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/stdout", "/dev/stderr"}
@@ -425,6 +440,20 @@ func Profile(in ProfileInput) (string, error) {
 	p.rule("allow", "sysctl-read", sysctls)
 	p.raw("(allow iokit-open (iokit-user-client-class \"RootDomainUserClient\"))")
 	p.raw("(allow ipc-posix-shm-read-data ipc-posix-shm-read-metadata (ipc-posix-name \"apple.shm.notification_center\"))")
+	var sw [][2]string
+	for _, n := range sysctlWrite {
+		sw = append(sw, [2]string{"sysctl-name", n})
+	}
+	p.rule("allow", "sysctl-write", sw)
+	p.comment("POSIX semaphores (Python multiprocessing's SemLock); preferences, read only")
+	p.raw("(allow ipc-posix-sem)")
+	p.raw("(allow user-preference-read)")
+	p.raw(`(allow ipc-posix-shm-read* (ipc-posix-name-prefix "apple.cfprefs."))`)
+	p.raw(`(allow mach-lookup (local-name "com.apple.cfprefsd.agent"))`)
+	p.comment("terminals: openpty, and the ptys it makes (they carry the pty extension)")
+	p.raw("(allow pseudo-tty)")
+	p.raw(`(allow file-read* file-write* file-ioctl (literal "/dev/ptmx"))`)
+	p.raw(`(allow file-read* file-write*` + "\n" + `  (require-all (regex "^/dev/ttys[0-9]+$") (extension "com.apple.sandbox.pty")))`)
 	services := append([]string(nil), machServices...)
 	if in.TrustdLookup {
 		services = append(services, "com.apple.trustd.agent")
@@ -456,7 +485,11 @@ func Profile(in ProfileInput) (string, error) {
 		w = append(w, [2]string{"literal", d})
 	}
 	p.rule("allow", "file-write*", w)
-	p.raw(`(allow file-ioctl (literal "/dev/tty") (regex "^/dev/ttys[0-9]+$"))`)
+	var ioctl [][2]string
+	for _, d := range devIoctl {
+		ioctl = append(ioctl, [2]string{"literal", d})
+	}
+	p.rule("allow", "file-ioctl", append(ioctl, [2]string{"regex", "^/dev/ttys[0-9]+$"}))
 	roots := writableRoots(in)
 	p.rule("deny", "file-write*", subpaths(append(slices.Clone(in.FS.DenyWrite), readDeniedIn(in.FS.DenyRead, roots)...)))
 	var globs [][2]string

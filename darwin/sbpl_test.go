@@ -261,6 +261,53 @@ func TestMoveBlocks(t *testing.T) {
 	}
 }
 
+// The allowances everyday tools need, as srt and Codex grant them, and
+// nothing wider: semaphores, read-only preferences, group membership,
+// ptys, ioctls on a few devices, two sysctl writes.
+func TestAllowances(t *testing.T) {
+	prof, err := Profile(everyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"(allow ipc-posix-sem)",
+		"(allow user-preference-read)",
+		`(global-name "com.apple.cfprefsd.daemon")`, `(global-name "com.apple.cfprefsd.agent")`,
+		`(allow mach-lookup (local-name "com.apple.cfprefsd.agent"))`,
+		`(allow ipc-posix-shm-read* (ipc-posix-name-prefix "apple.cfprefs."))`,
+		`(global-name "com.apple.system.opendirectoryd.membership")`,
+		"(allow pseudo-tty)",
+		`(allow file-read* file-write* file-ioctl (literal "/dev/ptmx"))`,
+		`(require-all (regex "^/dev/ttys[0-9]+$") (extension "com.apple.sandbox.pty"))`,
+		`(allow sysctl-write` + "\n" + `  (sysctl-name "kern.grade_cputype")` + "\n" + `  (sysctl-name "kern.tcsm_enable"))`,
+	} {
+		if !strings.Contains(prof, want) {
+			t.Errorf("profile lacks %s", want)
+		}
+	}
+	forms, err := parseSexprs(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/dtracehelper", "/dev/tty", "/dev/ttys003", "/dev/ptmx"} {
+		if !decide(t, forms, access{"file-ioctl", d, "CHARACTER-DEVICE"}) {
+			t.Errorf("no ioctl on %s", d)
+		}
+	}
+	for _, a := range []access{{"file-ioctl", "/dev/disk0", "CHARACTER-DEVICE"}, {"file-ioctl", "/dev/ttys003x", ""},
+		{"file-write-data", "/dev/ttys003", "CHARACTER-DEVICE"}, {"file-write-data", "/dev/disk0", ""}} {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s allowed", a.op, a.path)
+		}
+	}
+	for _, wide := range []string{"(allow sysctl-write)", "(allow mach-lookup)", "(allow ipc-posix-shm)", "(allow ipc-posix-shm*)",
+		"(allow user-preference-write", "(allow file-ioctl)", "(allow ipc-posix-shm-read*)", "(allow iokit-open)"} {
+		if strings.Contains(prof, wide) {
+			t.Errorf("profile allows %s", wide)
+		}
+	}
+}
+
 func TestCaseless(t *testing.T) {
 	re := regexp.MustCompile("^" + caseless(".vscode") + "$")
 	for _, n := range []string{".vscode", ".VSCODE", ".VsCode"} {

@@ -70,6 +70,17 @@ check "write-denied directory not renamed" '[ "$(cat vendor/a)" = orig ] && [ ! 
 (cd "$wt" && printf q | script -q /dev/null "$sbx" run --mode bypassPermissions --timeout 30s \
   -c 'stty -echo && stty echo && GIT_PAGER=less git log && touch pager-done' >/dev/null 2>&1) || true
 check "git log with a pager in a terminal" '[ -e "$wt/pager-done" ]'
+# Everyday tools: Python's multiprocessing (POSIX semaphores), preferences,
+# group names, a pty (script(1) calls openpty), and no violation logged for
+# ioctls on /dev/null (the audit log is best effort: a miss is not proof).
+"$sbx" run --mode bypassPermissions --audit tools.jsonl -c 'python3 -c "from multiprocessing import Pool
+if __name__ == \"__main__\": print(\"pool\", sum(Pool(2).map(abs, [-1, -2])))"; defaults read -g >/dev/null && echo prefs-ok;
+  id -Gn >/dev/null && echo groups-ok; script -q /dev/null echo pty-ok; true' > tools.out 2>&1 || true
+check "multiprocessing.Pool" 'grep -q "pool 3" tools.out'
+check "preferences readable" 'grep -q prefs-ok tools.out'
+check "group membership" 'grep -q groups-ok tools.out'
+check "openpty" 'grep -q pty-ok tools.out'
+if grep -q 'file-ioctl' tools.jsonl 2>/dev/null; then echo "WARN  ioctl violations logged: $(grep -o '"target":"[^"]*"' tools.jsonl | sort -u | tr '\n' ' ')"; fi
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
