@@ -107,9 +107,27 @@ func filterMatches(t *testing.T, f *sexpr, a access) bool {
 		return false
 	case "require-not":
 		return !filterMatches(t, args[0], a)
+	case "remote", "local":
+		// (remote ip "host:port"), (remote unix-socket [path filter]);
+		// an IP access's path is "host:port", a socket's its path.
+		switch {
+		case len(args) >= 1 && args[0].atom == "unix-socket":
+			return a.vtype == "SOCKET" && (len(args) == 1 || filterMatches(t, args[1], a))
+		case len(args) == 2 && args[0].atom == "ip":
+			return a.vtype == "IP" && ipMatches(args[1].str, a.path)
+		}
+		t.Fatalf("unknown network filter %v", args)
 	}
 	// Operations these tests do not ask about use other filters.
 	return false
+}
+
+// ipMatches matches "host:port" against a pattern whose host or port may
+// be "*".
+func ipMatches(pattern, addr string) bool {
+	ph, pp, _ := strings.Cut(pattern, ":")
+	h, port, _ := strings.Cut(addr, ":")
+	return (ph == "*" || ph == h) && (pp == "*" || pp == port)
 }
 
 // fakeFS is a file system for fsrules.Compile: directories, and files with

@@ -51,7 +51,8 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
 		return nil, err
 	}
-	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
+	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, EvalSymlinks: filepath.EvalSymlinks,
+		LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
 	marker := "TMPDIR=" + tmp + "/"
 	env := append(append([]string(nil), s.Env...), marker)
 	var blocked proxy.Blocked

@@ -20,9 +20,14 @@ type ProfileInput struct {
 	TmpDir string
 	// ProxyPort is the proxy's port on localhost; 0 means no network.
 	ProxyPort int
-	// UnixSockets are socket paths the command may connect to
-	// (sandbox.network.allowUnixSockets).
+	// UnixSockets are socket paths (or directories of them) the command
+	// may connect to and bind (sandbox.network.allowUnixSockets).
 	UnixSockets []string
+	// EvalSymlinks resolves the links in a path (filepath.EvalSymlinks);
+	// the socket paths are allowed as given and as resolved by it. Nil
+	// means as given only. The caller supplies it, so that [Profile]
+	// itself reads nothing of the machine.
+	EvalSymlinks func(string) (string, error)
 	// LocalBinding lets the command bind and listen on localhost only
 	// (sandbox.network.allowLocalBinding); it never opens egress.
 	LocalBinding bool
@@ -350,6 +355,53 @@ func (p *profile) moveBlocks(in ProfileInput, roots []string) []string {
 	return dedupeStrings(out)
 }
 
+// unixSockets allows Unix-domain sockets: bound and reached in the run's
+// private TMPDIR (tsx, vite, esbuild, jest talk to their workers there),
+// and reached (or bound) at the allowed paths and below them, each as
+// given and as resolved (/var/run is /private/var/run; Docker Desktop's
+// socket is a link).
+func (p *profile) unixSockets(in ProfileInput) {
+	var socks []string
+	for _, s := range in.UnixSockets {
+		socks = append(socks, s)
+		if in.EvalSymlinks != nil && filepath.IsAbs(s) {
+			socks = append(socks, resolve(s, in.EvalSymlinks))
+		}
+	}
+	sort.Strings(socks)
+	dirs := socks
+	if in.TmpDir != "" {
+		dirs = append([]string{in.TmpDir}, socks...)
+	}
+	if len(dirs) == 0 {
+		return
+	}
+	dirs = dedupeStrings(dirs)
+	p.raw("(allow system-socket (socket-domain AF_UNIX))")
+	var bind, out []string
+	for _, d := range dirs {
+		bind = append(bind, "(local unix-socket (subpath "+p.q(d)+"))")
+		out = append(out, "(remote unix-socket (subpath "+p.q(d)+"))")
+	}
+	p.form("allow", "network-bind", bind...)
+	p.form("allow", "network-outbound", out...)
+}
+
+// resolve returns path with its symbolic links resolved by eval; when path
+// does not exist (a socket not created yet), its parent is resolved and
+// the name kept.
+func resolve(path string, eval func(string) (string, error)) string {
+	if r, err := eval(path); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	if base == "" || dir == path {
+		return path
+	}
+	return filepath.Join(resolve(dir, eval), base)
+}
+
 // writableRoots are the directories (and files) the profile lets the
 // command write: the writable roots, the caches, the private TMPDIR.
 func writableRoots(in ProfileInput) []string {
@@ -405,8 +457,9 @@ func subpaths(paths []fsrules.Path) [][2]string {
 // protected names at any depth (regex rules cover names that do not exist
 // yet), minus git's hooks and config in every git directory (a new
 // repository cannot be created: git init writes them) and renames of .git,
-// plus exact allowWrite of a protected path; network only to the proxy's
-// localhost port and the allowed Unix sockets.
+// plus exact allowWrite of a protected path, minus renames of denied paths;
+// network only to the proxy's localhost port, and Unix sockets in the
+// private TMPDIR and at the allowed paths.
 func Profile(in ProfileInput) (string, error) {
 	if in.FS == nil {
 		return "", errors.New("darwin: no filesystem policy")
@@ -535,30 +588,11 @@ func Profile(in ProfileInput) (string, error) {
 	p.comment("moves: a denied path, and its parents inside the writable roots, cannot be renamed or removed")
 	p.form("deny", "file-write-unlink", p.moveBlocks(in, roots)...)
 
-	p.comment("network: only the proxy on localhost, and allowed Unix sockets")
+	p.comment("network: only the proxy on localhost; Unix sockets in TMPDIR and at the allowed paths")
 	if in.ProxyPort > 0 {
 		p.raw(fmt.Sprintf("(allow network-outbound (remote ip \"localhost:%d\"))", in.ProxyPort))
 	}
-	socks := append([]string(nil), in.UnixSockets...)
-	sort.Strings(socks)
-	var us [][2]string
-	for _, s := range socks {
-		us = append(us, [2]string{"subpath", s})
-	}
-	if len(us) > 0 {
-		var parts []string
-		for _, f := range us {
-			q, err := Quote(f[1])
-			if err != nil {
-				p.err = errors.Join(p.err, err)
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("(remote unix-socket (subpath %s))", q))
-		}
-		if len(parts) > 0 {
-			p.raw("(allow network-outbound\n  " + strings.Join(parts, "\n  ") + ")")
-		}
-	}
+	p.unixSockets(in)
 	if in.LocalBinding {
 		// Bind and accept on localhost only; no outbound rule is added.
 		p.raw("(allow network-bind (local ip \"localhost:*\"))")

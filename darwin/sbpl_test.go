@@ -45,6 +45,8 @@ func TestProfileGolden(t *testing.T) {
 		"default": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
 		"every-key":       everyKey(),
+		"deny-moves":      denyMoves(),
+		"unix-sockets":    socketsInput(),
 		"linked-worktree": {FS: linkedWorktree(t), TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
 		"tagged": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}},
 			DenyRead: []fsrules.Path{{Path: "/Users/dev/.ssh", Exists: true, Dir: true}}},
@@ -101,15 +103,26 @@ func TestProfileMapping(t *testing.T) {
 			t.Errorf("profile lacks %s", want)
 		}
 	}
-	// Local binding never opens egress.
-	if strings.Count(prof, "network-outbound") != 2 {
-		t.Errorf("unexpected outbound rules:\n%s", prof)
+	// Outbound only to the proxy and the allowed sockets.
+	forms, _ := parseSexprs(prof)
+	for _, a := range []access{{"network-outbound", "93.184.216.34:443", "IP"}, {"network-outbound", "localhost:22", "IP"},
+		{"network-outbound", "/var/run/other.sock", "SOCKET"}, {"network-bind", "*:8080", "IP"}} {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s allowed", a.op, a.path)
+		}
 	}
-	// No network without a proxy.
+	// No network without a proxy; Unix sockets only in the private TMPDIR.
 	in := everyKey()
 	in.ProxyPort, in.UnixSockets, in.LocalBinding = 0, nil, false
 	prof, _ = Profile(in)
-	if strings.Contains(prof, "network-outbound") || strings.Contains(prof, "network-bind") {
+	forms, _ = parseSexprs(prof)
+	for _, a := range []access{{"network-outbound", "localhost:40123", "IP"}, {"network-bind", "localhost:8080", "IP"},
+		{"network-outbound", "/var/run/docker.sock", "SOCKET"}, {"network-bind", "/Users/dev/proj/s.sock", "SOCKET"}} {
+		if decide(t, forms, a) {
+			t.Errorf("without a proxy or sockets, %s %s allowed", a.op, a.path)
+		}
+	}
+	if strings.Contains(prof, "(remote ip") || strings.Contains(prof, "(local ip") {
 		t.Errorf("network allowed without a proxy:\n%s", prof)
 	}
 	// Every protected name is covered, at any depth, in either case.
@@ -302,6 +315,64 @@ func TestAllowances(t *testing.T) {
 	}
 	for _, wide := range []string{"(allow sysctl-write)", "(allow mach-lookup)", "(allow ipc-posix-shm)", "(allow ipc-posix-shm*)",
 		"(allow user-preference-write", "(allow file-ioctl)", "(allow ipc-posix-shm-read*)", "(allow iokit-open)"} {
+		if strings.Contains(prof, wide) {
+			t.Errorf("profile allows %s", wide)
+		}
+	}
+}
+
+func socketsInput() ProfileInput {
+	links := map[string]string{"/var": "/private/var", "/tmp": "/private/tmp",
+		"/Users/dev/.docker/run/docker.sock": "/Users/dev/Library/Containers/com.docker.docker/Data/docker.raw.sock"}
+	eval := func(p string) (string, error) {
+		for from, to := range links {
+			if p == from || strings.HasPrefix(p, from+"/") {
+				p = to + strings.TrimPrefix(p, from)
+			}
+		}
+		if strings.HasSuffix(p, "missing.sock") {
+			return "", os.ErrNotExist
+		}
+		return p, nil
+	}
+	in := everyKey()
+	in.UnixSockets = []string{"/var/run/docker.sock", "/Users/dev/.docker/run/docker.sock", "/tmp/missing.sock"}
+	in.EvalSymlinks = eval
+	return in
+}
+
+// Unix sockets: created, bound and reached in the private TMPDIR always;
+// at the allowed paths as given and as resolved; nowhere else.
+func TestUnixSockets(t *testing.T) {
+	in := socketsInput()
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(prof, "(allow system-socket (socket-domain AF_UNIX))") {
+		t.Error("no AF_UNIX sockets")
+	}
+	forms, _ := parseSexprs(prof)
+	out, bind := "network-outbound", "network-bind"
+	for _, a := range []access{
+		{out, "/private/var/run/docker.sock", "SOCKET"}, {out, "/var/run/docker.sock", "SOCKET"},
+		{out, "/Users/dev/Library/Containers/com.docker.docker/Data/docker.raw.sock", "SOCKET"},
+		{out, "/private/tmp/missing.sock", "SOCKET"}, {bind, "/private/tmp/missing.sock", "SOCKET"},
+		{bind, in.TmpDir + "/tsx-501/1234.pipe", "SOCKET"}, {out, in.TmpDir + "/tsx-501/1234.pipe", "SOCKET"},
+	} {
+		if !decide(t, forms, a) {
+			t.Errorf("%s %s denied", a.op, a.path)
+		}
+	}
+	for _, a := range []access{
+		{out, "/private/var/run/mDNSResponder", "SOCKET"}, {out, "/Users/dev/.ssh/agent.sock", "SOCKET"},
+		{bind, "/Users/dev/proj/s.sock", "SOCKET"}, {out, "/private/var/folders/xy/T/other/s.sock", "SOCKET"},
+	} {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s allowed", a.op, a.path)
+		}
+	}
+	for _, wide := range []string{"(remote unix-socket)", "(local unix-socket)", "(allow network*", "(allow system-socket)"} {
 		if strings.Contains(prof, wide) {
 			t.Errorf("profile allows %s", wide)
 		}

@@ -81,6 +81,13 @@ check "preferences readable" 'grep -q prefs-ok tools.out'
 check "group membership" 'grep -q groups-ok tools.out'
 check "openpty" 'grep -q pty-ok tools.out'
 if grep -q 'file-ioctl' tools.jsonl 2>/dev/null; then echo "WARN  ioctl violations logged: $(grep -o '"target":"[^"]*"' tools.jsonl | sort -u | tr '\n' ' ')"; fi
+# A Unix socket in the run's TMPDIR can be bound and reached (tsx, vite,
+# esbuild and jest talk to their workers so).
+"$sbx" run --mode bypassPermissions -c 'python3 -c "import os, socket
+p = os.path.join(os.environ[\"TMPDIR\"], \"t.sock\")
+s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(1)
+c = socket.socket(socket.AF_UNIX); c.connect(p); print(\"unix-ok\")"' > unix.out 2>&1 || true
+check "Unix socket under TMPDIR" 'grep -q unix-ok unix.out'
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
