@@ -28,8 +28,14 @@ type ProfileInput struct {
 	// means as given only. The caller supplies it, so that [Profile]
 	// itself reads nothing of the machine.
 	EvalSymlinks func(string) (string, error)
-	// LocalBinding lets the command bind and listen on localhost only
-	// (sandbox.network.allowLocalBinding); it never opens egress.
+	// LocalBinding lets the command listen and reach its own servers
+	// (sandbox.network.allowLocalBinding), as Codex's rules do: bind on any
+	// address, accept only connections to a loopback address, connect to
+	// any loopback port. That last part also reaches every other service
+	// listening on the host's loopback (databases, a Docker TCP API, other
+	// tools' servers): Seatbelt cannot tell the command's own servers from
+	// them. Whether "localhost" in a rule covers an IPv4-mapped IPv6
+	// address (::ffff:127.0.0.1) has not been checked on a Mac.
 	LocalBinding bool
 	// TrustdLookup adds com.apple.trustd.agent to the mach services, which
 	// Go TLS clients need (sandbox.enableWeakerNetworkIsolation).
@@ -594,9 +600,16 @@ func Profile(in ProfileInput) (string, error) {
 	}
 	p.unixSockets(in)
 	if in.LocalBinding {
-		// Bind and accept on localhost only; no outbound rule is added.
-		p.raw("(allow network-bind (local ip \"localhost:*\"))")
-		p.raw("(allow network-inbound (local ip \"localhost:*\"))")
+		// Codex's three rules. A local ip filter on bind does not restrict
+		// the address bound (a 0.0.0.0 listener passes "localhost:*"), so
+		// bind is allowed anywhere and what counts is inbound: only
+		// connections whose local address is loopback are accepted. The
+		// command reaches its own servers, and every other one on the
+		// host's loopback.
+		p.comment("local binding: bind anywhere, accept on loopback only, reach loopback")
+		p.raw(`(allow network-bind (local ip "*:*"))`)
+		p.raw(`(allow network-inbound (local ip "localhost:*"))`)
+		p.raw(`(allow network-outbound (remote ip "localhost:*"))`)
 	}
 	if p.err != nil {
 		return "", p.err

@@ -96,7 +96,6 @@ func TestProfileMapping(t *testing.T) {
 		`(allow file-write*` + "\n" + `  (literal "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
 		`(remote unix-socket (subpath "/var/run/docker.sock"))`,
-		`(allow network-bind (local ip "localhost:*"))`,
 		`(global-name "com.apple.trustd.agent")`,
 	} {
 		if !strings.Contains(prof, want) {
@@ -105,8 +104,7 @@ func TestProfileMapping(t *testing.T) {
 	}
 	// Outbound only to the proxy and the allowed sockets.
 	forms, _ := parseSexprs(prof)
-	for _, a := range []access{{"network-outbound", "93.184.216.34:443", "IP"}, {"network-outbound", "localhost:22", "IP"},
-		{"network-outbound", "/var/run/other.sock", "SOCKET"}, {"network-bind", "*:8080", "IP"}} {
+	for _, a := range []access{{"network-outbound", "93.184.216.34:443", "IP"}, {"network-outbound", "/var/run/other.sock", "SOCKET"}} {
 		if decide(t, forms, a) {
 			t.Errorf("%s %s allowed", a.op, a.path)
 		}
@@ -375,6 +373,36 @@ func TestUnixSockets(t *testing.T) {
 	for _, wide := range []string{"(remote unix-socket)", "(local unix-socket)", "(allow network*", "(allow system-socket)"} {
 		if strings.Contains(prof, wide) {
 			t.Errorf("profile allows %s", wide)
+		}
+	}
+}
+
+// allowLocalBinding follows Codex: bind anywhere, accept only on loopback,
+// reach loopback; never the rest of the network. Without it, none of the
+// three.
+func TestLocalBinding(t *testing.T) {
+	in := everyKey()
+	bind, inb, out := "network-bind", "network-inbound", "network-outbound"
+	for _, on := range []bool{true, false} {
+		in.LocalBinding = on
+		prof, err := Profile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms, _ := parseSexprs(prof)
+		for _, a := range []access{{bind, "*:3000", "IP"}, {bind, "localhost:3000", "IP"}, {inb, "localhost:3000", "IP"},
+			{out, "localhost:3000", "IP"}} {
+			if decide(t, forms, a) != on {
+				t.Errorf("local binding %v: %s %s allowed: %v", on, a.op, a.path, !on)
+			}
+		}
+		for _, a := range []access{{inb, "192.168.1.5:3000", "IP"}, {out, "93.184.216.34:443", "IP"}, {out, "192.168.1.5:3000", "IP"}} {
+			if decide(t, forms, a) {
+				t.Errorf("local binding %v: %s %s allowed", on, a.op, a.path)
+			}
+		}
+		if !decide(t, forms, access{out, "localhost:40123", "IP"}) {
+			t.Errorf("local binding %v: the proxy is unreachable", on)
 		}
 	}
 }

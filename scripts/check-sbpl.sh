@@ -88,6 +88,20 @@ p = os.path.join(os.environ[\"TMPDIR\"], \"t.sock\")
 s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(1)
 c = socket.socket(socket.AF_UNIX); c.connect(p); print(\"unix-ok\")"' > unix.out 2>&1 || true
 check "Unix socket under TMPDIR" 'grep -q unix-ok unix.out'
+# allowLocalBinding: a dev server is reached from inside; a 0.0.0.0 listener
+# is not reached from the LAN address (inbound is loopback only).
+lb='{"sandbox":{"network":{"allowLocalBinding":true}}}'
+"$sbx" run --mode bypassPermissions --settings "$lb" -c 'python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1
+  curl -s -m 5 --noproxy "*" http://127.0.0.1:8765/ >/dev/null && echo dev-ok; kill $!' > local.out 2>&1 || true
+check "dev server reached from inside" 'grep -q dev-ok local.out'
+if lan=$(ipconfig getifaddr en0 2>/dev/null) && [ -n "$lan" ]; then
+  "$sbx" run --mode bypassPermissions --settings "$lb" -c 'python3 -m http.server 8766 --bind 0.0.0.0 >/dev/null 2>&1 & sleep 5; kill $!' &
+  sleep 2
+  check "0.0.0.0 listener not reached from $lan" '! curl -s -m 2 --noproxy "*" "http://$lan:8766/" >/dev/null'
+  wait
+else
+  echo "SKIP  no LAN address on en0 for the 0.0.0.0 listener check"
+fi
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
