@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -60,6 +61,18 @@ func decide(t *testing.T, forms []*sexpr, a access) bool {
 	return allowed
 }
 
+var regexCache sync.Map
+
+// compiled compiles a profile regex once (POSIX: "." matches a newline).
+func compiled(re string) *regexp.Regexp {
+	if r, ok := regexCache.Load(re); ok {
+		return r.(*regexp.Regexp)
+	}
+	r := regexp.MustCompile("(?s)" + re)
+	regexCache.Store(re, r)
+	return r
+}
+
 func opMatches(ops []string, op string) bool {
 	for _, o := range ops {
 		if o == op || o == "default" || strings.HasSuffix(o, "*") && strings.HasPrefix(op, strings.TrimSuffix(o, "*")) {
@@ -88,7 +101,7 @@ func filterMatches(t *testing.T, f *sexpr, a access) bool {
 		s := str()
 		return a.path == s || strings.HasPrefix(a.path, strings.TrimSuffix(s, "/")+"/")
 	case "regex":
-		return regexp.MustCompile("(?s)" + str()).MatchString(a.path)
+		return compiled(str()).MatchString(a.path)
 	case "vnode-type":
 		return len(args) == 1 && args[0].atom == a.vtype
 	case "require-all":

@@ -333,7 +333,7 @@ func readDeniedIn(deny []fsrules.Path, roots []string) []fsrules.Path {
 // vendor" fail: every denyRead and denyWrite path inside a writable root,
 // and its ancestors inside one; for a denyWrite pattern, the directory
 // before its first wildcard and that directory's ancestors (as srt does).
-func (p *profile) moveBlocks(in ProfileInput, roots []string) []string {
+func (p *profile) moveBlocks(in ProfileInput, roots []string, home []homePath) []string {
 	var out []string
 	add := func(path string, dir bool) {
 		kind := "literal"
@@ -347,6 +347,11 @@ func (p *profile) moveBlocks(in ProfileInput, roots []string) []string {
 	}
 	for _, d := range append(readDeniedIn(in.FS.DenyRead, roots), in.FS.DenyWrite...) {
 		add(d.Path, d.Dir)
+	}
+	for _, h := range home {
+		for _, a := range ancestorsIn(filepath.Join(in.FS.Home, h.rel), roots) {
+			out = append(out, "(literal "+p.q(a)+")")
+		}
 	}
 	for _, g := range in.FS.DenyWriteGlobs {
 		i := strings.IndexAny(g.Path, "*?[{\\")
@@ -406,6 +411,44 @@ func resolve(path string, eval func(string) (string, error)) string {
 		return path
 	}
 	return filepath.Join(resolve(dir, eval), base)
+}
+
+// macHomePersistence are macOS's own persistence paths below the home
+// directory, besides fsrules' list: launchd starts what LaunchAgents
+// names at login; the editors' user settings hold tasks and terminal
+// profiles that run commands.
+var macHomePersistence = []string{"Library/LaunchAgents", "Library/Application Support/Code/User",
+	"Library/Application Support/Code - Insiders/User", "Library/Application Support/Cursor/User",
+	"Library/Application Support/VSCodium/User", "Library/Application Support/Windsurf/User"}
+
+// homePath is a persistence path below the home directory: the regex
+// (case-insensitive) of what it protects, and a path whose ancestors
+// cannot be renamed.
+type homePath struct{ rel, re string }
+
+// homePersistence returns the home directory's persistence paths that a
+// writable root reaches (it holds them, or lies in one): fsrules' list,
+// macOS's own, and Python's start-up files in ~/.local/lib.
+func homePersistence(home string, roots []string) []homePath {
+	if home == "" {
+		return nil
+	}
+	var out []homePath
+	for _, h := range append(fsrules.HomePersistence(), macHomePersistence...) {
+		if overlaps(filepath.Join(home, h), roots) {
+			out = append(out, homePath{h, caseless(h) + "(/.*)?"})
+		}
+	}
+	if overlaps(filepath.Join(home, ".local/lib"), roots) {
+		out = append(out, homePath{".local/lib/x", caseless(".local/lib") + "/(.*/)?([^/]*" + caseless(".pth") + "|" +
+			caseless("sitecustomize.py") + "|" + caseless("usercustomize.py") + ")"})
+	}
+	return out
+}
+
+// overlaps reports whether path lies in one of roots or holds one.
+func overlaps(path string, roots []string) bool {
+	return slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(path, r) || fsrules.Within(r, path) })
 }
 
 // writableRoots are the directories (and files) the profile lets the
@@ -586,13 +629,32 @@ func Profile(in ProfileInput) (string, error) {
 	p.comment("git: hooks, config and what sends git elsewhere, in every git directory; .git itself")
 	p.rule("deny", "file-write*", gitRoots)
 	p.gitLinks(in)
+	home := homePersistence(in.FS.Home, roots)
+	if len(home) > 0 {
+		p.comment("the home directory's persistence paths, in either case, where a writable root reaches them")
+		var hr [][2]string
+		for _, h := range home {
+			hr = append(hr, [2]string{"regex", "^" + regexQuote(in.FS.Home) + "/" + h.re + "$"})
+		}
+		p.rule("deny", "file-write*", hr)
+	}
+	// An exact allowWrite re-opens a protected path and what is below it,
+	// as fsrules' check does on Linux.
 	var exact [][2]string
 	for _, e := range in.FS.ExactAllow {
-		exact = append(exact, [2]string{"literal", e})
+		exact = append(exact, [2]string{"subpath", e})
 	}
 	p.rule("allow", "file-write*", exact)
+	var self []fsrules.Path
+	for _, sp := range in.FS.Self {
+		if overlaps(sp.Path, roots) {
+			self = append(self, fsrules.Path{Path: sp.Path, Dir: true})
+		}
+	}
+	p.comment("sbx's own files, whatever allowWrite says")
+	p.rule("deny", "file-write*", subpaths(self))
 	p.comment("moves: a denied path, and its parents inside the writable roots, cannot be renamed or removed")
-	p.form("deny", "file-write-unlink", p.moveBlocks(in, roots)...)
+	p.form("deny", "file-write-unlink", p.moveBlocks(in, roots, home)...)
 
 	p.comment("network: only the proxy on localhost; Unix sockets in TMPDIR and at the allowed paths")
 	if in.ProxyPort > 0 {

@@ -47,6 +47,7 @@ func TestProfileGolden(t *testing.T) {
 		"every-key":       everyKey(),
 		"deny-moves":      denyMoves(),
 		"unix-sockets":    socketsInput(),
+		"writable-home":   writableHome(),
 		"linked-worktree": {FS: linkedWorktree(t), TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
 		"tagged": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}},
 			DenyRead: []fsrules.Path{{Path: "/Users/dev/.ssh", Exists: true, Dir: true}}},
@@ -93,7 +94,7 @@ func TestProfileMapping(t *testing.T) {
 		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
-		`(allow file-write*` + "\n" + `  (literal "/Users/dev/proj/.envrc"))`,
+		`(allow file-write*` + "\n" + `  (subpath "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
 		`(remote unix-socket (subpath "/var/run/docker.sock"))`,
 		`(global-name "com.apple.trustd.agent")`,
@@ -404,6 +405,50 @@ func TestLocalBinding(t *testing.T) {
 		if !decide(t, forms, access{out, "localhost:40123", "IP"}) {
 			t.Errorf("local binding %v: the proxy is unreachable", on)
 		}
+	}
+}
+
+func writableHome() ProfileInput {
+	return ProfileInput{FS: &fsrules.Policy{
+		Workspace:  "/Users/dev",
+		Home:       "/Users/dev",
+		Writable:   []fsrules.Path{{Path: "/Users/dev", Exists: true, Dir: true}},
+		ExactAllow: []string{"/Users/dev/.config/fish", "/Users/dev/.config/sbx"},
+		Self:       []fsrules.Path{{Path: "/Users/dev/.config/sbx"}, {Path: "/etc/sbx/managed-settings.json"}},
+	}, TmpDir: "/private/tmp/run"}
+}
+
+// With the home directory writable, its persistence paths are not, in
+// either case, nor can their parents be renamed; an exact allowWrite
+// re-opens one, but never sbx's own files.
+func TestHomePersistence(t *testing.T) {
+	prof, err := Profile(writableHome())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const h = "/Users/dev"
+	mod, cr, ul := "file-write-data", "file-write-create", "file-write-unlink"
+	checkAccess(t, prof, []access{
+		{cr, h + "/notes.txt", ""}, {cr, h + "/Documents/a", ""}, {mod, h + "/.config/fish/config.fish", ""},
+		{cr, h + "/.config/fish/functions/f.fish", ""}, {cr, h + "/Library/Application Support/Other/x", ""},
+		{cr, h + "/.local/lib/python3.12/site-packages/foo.py", ""}, {ul, h + "/Documents", "DIRECTORY"},
+	}, []access{
+		{cr, h + "/Library/LaunchAgents/evil.plist", ""}, {cr, h + "/library/launchagents/evil.plist", ""},
+		{mod, h + "/Library/Application Support/Code/User/tasks.json", ""}, {cr, h + "/Library/Application Support/Cursor/User/settings.json", ""},
+		{cr, h + "/.ssh/authorized_keys", ""}, {cr, h + "/.SSH/authorized_keys", ""}, {mod, h + "/.tmux.conf", ""}, {mod, h + "/.vimrc", ""},
+		{cr, h + "/.config/nvim/init.lua", ""}, {cr, h + "/.local/lib/python3.12/site-packages/evil.pth", ""},
+		{cr, h + "/.local/lib/python3.12/site-packages/sitecustomize.py", ""},
+		{ul, h + "/.config", "DIRECTORY"}, {ul, h + "/Library", "DIRECTORY"}, {ul, h + "/Library/Application Support", "DIRECTORY"},
+		{ul, h + "/.local/lib", "DIRECTORY"}, {ul, h + "/.ssh", "DIRECTORY"},
+		{cr, h + "/.config/sbx/settings.json", ""}, {ul, h + "/.config/sbx", "DIRECTORY"},
+	})
+	if strings.Contains(prof, "/etc/sbx") {
+		t.Error("a rule for sbx's own file outside the writable roots")
+	}
+	// A workspace alone gets no home rules.
+	prof, _ = Profile(everyKey())
+	if strings.Contains(prof, "LaunchAgents") {
+		t.Error("home persistence rules without a writable home")
 	}
 }
 

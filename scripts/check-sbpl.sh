@@ -102,6 +102,16 @@ if lan=$(ipconfig getifaddr en0 2>/dev/null) && [ -n "$lan" ]; then
 else
   echo "SKIP  no LAN address on en0 for the 0.0.0.0 listener check"
 fi
+# A writable home (a throwaway one): persistence paths stay read-only, in
+# either case, and their parents cannot be renamed.
+fake=$(mktemp -d)
+mkdir -p "$fake/Library"
+(cd "$fake" && HOME="$fake" "$sbx" run --home-workspace --mode bypassPermissions -c 'mkdir -p Library/LaunchAgents; echo x > Library/LaunchAgents/evil.plist
+  mkdir -p .SSH; echo x > .SSH/authorized_keys; mv Library L2; echo ok > notes.txt; true' >/dev/null 2>&1) || true
+check "no LaunchAgent planted" '[ ! -e "$fake/Library/LaunchAgents/evil.plist" ]'
+check "no authorized_keys (.SSH)" '[ ! -e "$fake/.SSH/authorized_keys" ] && [ ! -e "$fake/.ssh/authorized_keys" ]'
+check "~/Library not renamed; other home files writable" '[ -d "$fake/Library" ] && [ ! -e "$fake/L2" ] && [ -e "$fake/notes.txt" ]'
+rm -rf "$fake"
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
