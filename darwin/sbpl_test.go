@@ -560,6 +560,20 @@ func TestParseLogLine(t *testing.T) {
 	}
 }
 
+func TestIsLogBanner(t *testing.T) {
+	for line, want := range map[string]bool{
+		`Filtering the log data using "eventMessage ENDSWITH \"sbx_t\""`:  true,
+		"  Filtering the log data using \"x\"\r":                          true,
+		`{"eventMessage":"Filtering the log data"}`:                       false,
+		"Timestamp                       Thread     Type        Activity": false,
+		"": false,
+	} {
+		if IsLogBanner([]byte(line)) != want {
+			t.Errorf("IsLogBanner(%q) = %v", line, !want)
+		}
+	}
+}
+
 func FuzzParseLogLine(f *testing.F) {
 	f.Add([]byte(`{"eventMessage":"Sandbox: a(1) deny(1) op /p sbx_t"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
