@@ -112,6 +112,19 @@ check "no LaunchAgent planted" '[ ! -e "$fake/Library/LaunchAgents/evil.plist" ]
 check "no authorized_keys (.SSH)" '[ ! -e "$fake/.SSH/authorized_keys" ] && [ ! -e "$fake/.ssh/authorized_keys" ]'
 check "~/Library not renamed; other home files writable" '[ -d "$fake/Library" ] && [ ! -e "$fake/L2" ] && [ -e "$fake/notes.txt" ]'
 rm -rf "$fake"
+# Credentials: sbx's own environment (real secrets) is not readable through
+# ps (kern.procargs2), and the login keychain is not reachable. The check
+# adds a throwaway item that trusts /usr/bin/security, and removes it.
+SBX_CHECK_TOKEN=real-secret-$$ "$sbx" run --mode bypassPermissions -c 'ps -wwEp $PPID; env' > creds.out 2>&1 || true
+check "ps -wwEp \$PPID shows no secret" '! grep -q "real-secret-$$" creds.out'
+item=sbx-check-$$
+if security add-generic-password -a sbx -s "$item" -w keychain-secret-$$ -T /usr/bin/security 2>/dev/null; then
+  "$sbx" run --mode bypassPermissions -c "security find-generic-password -s $item -w" > keychain.out 2>&1 || true
+  security delete-generic-password -s "$item" >/dev/null 2>&1 || true
+  check "security find-generic-password refused" '! grep -q "keychain-secret-$$" keychain.out'
+else
+  echo "SKIP  could not add a throwaway keychain item"
+fi
 # The probes, as on Linux (resource-limits reports not-implemented).
 "$OLDPWD/bin/sbx" probe || fail=1
 exit $fail
