@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,7 +52,8 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
 		return nil, err
 	}
-	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
+	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, EvalSymlinks: filepath.EvalSymlinks,
+		LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
 	marker := "TMPDIR=" + tmp + "/"
 	env := append(append([]string(nil), s.Env...), marker)
 	var blocked proxy.Blocked
@@ -97,7 +99,14 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	cmd := exec.Command(SandboxExec, append([]string{"-p", prof, "--"}, s.Argv...)...)
 	cmd.Env, cmd.Dir = env, s.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A terminal on stdin is handed to the command (pagers, REPLs and
+	// prompts would stop on SIGTTIN/SIGTTOU in a background group) and
+	// taken back when it is done; without one, a new session.
+	job, tty := stdinJob(stdio.Stdin)
+	cmd.SysProcAttr = job.sysProcAttr(tty)
+	if job.Foreground {
+		defer takeTerminal(tty)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}
@@ -142,46 +151,61 @@ func DoctorCheck() (ok bool, detail string) {
 const LogBinary = "/usr/bin/log"
 
 // streamViolations starts `log stream` for the denials tagged tag and
-// passes each to e.Violations. It waits (at most a second) for the stream
-// to start, so the command's first denials are not missed; the returned
-// function waits a little for late messages, then stops the stream.
+// passes each to e.Violations. It waits (at most a second) for the
+// stream's "Filtering the log data" banner, on stdout or stderr (see
+// [IsLogBanner]), so the command's first denials are not missed; the
+// returned function waits a little for late messages, then stops the
+// stream.
 func (e *Executor) streamViolations(tag string) (stop func()) {
 	cmd := exec.Command(LogBinary, LogStreamArgs(tag)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return func() {}
 	}
+	errOut, err := cmd.StderrPipe()
+	if err != nil {
+		return func() {}
+	}
 	if err := cmd.Start(); err != nil {
 		return func() {}
 	}
-	first := make(chan struct{})
-	done := make(chan struct{})
+	started := make(chan struct{})
+	var once sync.Once
+	ready := func() { once.Do(func() { close(started) }) }
+	done, errDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(errDone)
+		sc := bufio.NewScanner(errOut)
+		for sc.Scan() {
+			if IsLogBanner(sc.Bytes()) {
+				ready()
+			}
+		}
+	}()
 	go func() {
 		defer close(done)
+		defer ready()
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		once := false
 		for sc.Scan() {
-			if !once {
-				once = true
-				close(first)
+			if IsLogBanner(sc.Bytes()) {
+				ready()
+				continue
 			}
 			if v, ok := ParseLogLine(sc.Bytes(), tag); ok {
 				e.Violations(v)
 			}
 		}
-		if !once {
-			close(first)
-		}
 	}()
 	select {
-	case <-first:
+	case <-started:
 	case <-time.After(time.Second):
 	}
 	return func() {
 		time.Sleep(300 * time.Millisecond)
 		cmd.Process.Kill()
 		<-done
+		<-errDone
 		cmd.Wait()
 	}
 }

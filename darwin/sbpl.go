@@ -3,6 +3,7 @@ package darwin
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -19,11 +20,22 @@ type ProfileInput struct {
 	TmpDir string
 	// ProxyPort is the proxy's port on localhost; 0 means no network.
 	ProxyPort int
-	// UnixSockets are socket paths the command may connect to
-	// (sandbox.network.allowUnixSockets).
+	// UnixSockets are socket paths (or directories of them) the command
+	// may connect to and bind (sandbox.network.allowUnixSockets).
 	UnixSockets []string
-	// LocalBinding lets the command bind and listen on localhost only
-	// (sandbox.network.allowLocalBinding); it never opens egress.
+	// EvalSymlinks resolves the links in a path (filepath.EvalSymlinks);
+	// the socket paths are allowed as given and as resolved by it. Nil
+	// means as given only. The caller supplies it, so that [Profile]
+	// itself reads nothing of the machine.
+	EvalSymlinks func(string) (string, error)
+	// LocalBinding lets the command listen and reach its own servers
+	// (sandbox.network.allowLocalBinding), as Codex's rules do: bind on any
+	// address, accept only connections to a loopback address, connect to
+	// any loopback port. That last part also reaches every other service
+	// listening on the host's loopback (databases, a Docker TCP API, other
+	// tools' servers): Seatbelt cannot tell the command's own servers from
+	// them. Whether "localhost" in a rule covers an IPv4-mapped IPv6
+	// address (::ffff:127.0.0.1) has not been checked on a Mac.
 	LocalBinding bool
 	// TrustdLookup adds com.apple.trustd.agent to the mach services, which
 	// Go TLS clients need (sandbox.enableWeakerNetworkIsolation).
@@ -46,6 +58,12 @@ var machServices = []string{
 	"com.apple.FSEvents",
 	"com.apple.fonts",
 	"com.apple.bsd.dirhelper",
+	// Group membership (id, ls -l, getgrouplist), as srt allows.
+	"com.apple.system.opendirectoryd.membership",
+	// Preferences (CFPreferences, `defaults read`), read only: see
+	// prefsRules.
+	"com.apple.cfprefsd.daemon",
+	"com.apple.cfprefsd.agent",
 }
 
 // Mach services no profile may look up: launchd, not the sandboxed
@@ -65,11 +83,20 @@ var sysctlNames = []string{"hw.activecpu", "hw.busfrequency_compat", "hw.byteord
 	"hw.machine", "hw.memsize", "hw.model", "hw.ncpu", "hw.nperflevels", "hw.pagesize", "hw.pagesize_compat",
 	"hw.physicalcpu", "hw.physicalcpu_max", "hw.tbfrequency_compat", "hw.vectorunit", "kern.argmax", "kern.hostname",
 	"kern.maxfilesperproc", "kern.maxproc", "kern.ngroups", "kern.osproductversion", "kern.osrelease", "kern.ostype",
-	"kern.osvariant_status", "kern.osversion", "kern.secure_kernel", "kern.usrstack64", "kern.version",
+	"kern.osvariant_status", "kern.osversion", "kern.secure_kernel", "kern.tcsm_available", "kern.tcsm_enable", "kern.usrstack64", "kern.version",
 	"sysctl.proc_cputype", "sysctl.proc_translated"}
 
 // sysctlPrefixes are sysctl name prefixes a command may read.
 var sysctlPrefixes = []string{"hw.optional.", "hw.perflevel"}
+
+// sysctlWrite are the sysctls a command may set: V8 turns on TCSM for its
+// threads (kern.tcsm_enable); Java's CPU detection passes a buffer to
+// kern.grade_cputype, which counts as a write (as srt and Codex allow).
+var sysctlWrite = []string{"kern.grade_cputype", "kern.tcsm_enable"}
+
+// devIoctl are the devices a command may ioctl besides the terminals:
+// without /dev/dtracehelper dyld logs a violation for many programs.
+var devIoctl = []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/dtracehelper", "/dev/tty"}
 
 // devWrite are device files a command may write.
 var devWrite = []string{"/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/stdout", "/dev/stderr"}
@@ -217,6 +244,249 @@ func (p *profile) rule(action, op string, filters [][2]string) {
 	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
 }
 
+// q quotes s (see [Quote]); a path that cannot be quoted is recorded as
+// the profile's error.
+func (p *profile) q(s string) string {
+	q, err := Quote(s)
+	if err != nil {
+		p.err = errors.Join(p.err, err)
+	}
+	return q
+}
+
+// form adds (action op part...) with each part an already rendered filter.
+func (p *profile) form(action, op string, parts ...string) {
+	if len(parts) == 0 {
+		return
+	}
+	if action == "deny" && p.with != "" {
+		parts = append(parts, p.with)
+	}
+	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
+}
+
+// gitDirOrigin begins the origin fsrules gives a writable root that is the
+// workspace's git directory outside the workspace (a linked worktree's or
+// a submodule's, or their common directory): see fsrules' gitDirsOutside.
+// TestGitDirRootFromCompile keeps the two in step.
+const gitDirOrigin = "git directory of the workspace"
+
+func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, gitDirOrigin) }
+
+// gitEntries is the regex, after a git directory's path, of the entries no
+// sandboxed command may change: hooks (they run on the host), config and
+// config.worktree (core.fsmonitor, aliases, filters run programs),
+// commondir and gitdir (they send git to another directory), alternates;
+// the same in the git directories nested in modules/ (submodules: their
+// names may hold a slash) and worktrees/. A ref or log named "hooks" or
+// "config" in a submodule's git directory is caught too.
+func gitEntries() string {
+	own := strings.Join([]string{caseless("hooks") + "(/.*)?", caseless("config"), caseless("config.worktree"),
+		caseless("commondir"), caseless("gitdir")}, "|")
+	nested := "(" + caseless("modules") + "/.+|" + caseless("worktrees") + "/[^/]+)/(" + own + ")"
+	alternates := caseless("objects/info/") + "(" + caseless("http-") + ")?" + caseless("alternates")
+	return "/(" + own + "|" + alternates + "|" + nested + ")$"
+}
+
+// gitLinks keeps git pointed where it is: in every writable root, a .git
+// cannot be renamed or removed (mv .git g; edit g/config; mv g .git), and
+// a .git that is not a directory (a gitdir pointer file, a link) cannot be
+// created or changed; the git directories outside the workspace, and
+// their parents inside a writable root, cannot be renamed.
+func (p *profile) gitLinks(in ProfileInput) {
+	var unlink []string
+	for _, r := range in.FS.Writable {
+		if !r.Dir {
+			continue
+		}
+		if isGitDirRoot(r) {
+			for _, a := range append([]string{r.Path}, ancestorsIn(r.Path, writableRoots(in))...) {
+				unlink = append(unlink, "(literal "+p.q(a)+")")
+			}
+			continue
+		}
+		root := "^" + regexQuote(r.Path)
+		if r.Path == "/" {
+			root = "^"
+		}
+		re := "(regex " + p.q(root+"(/.*)?/"+caseless(".git")+"$") + ")"
+		unlink = append(unlink, re)
+		p.form("deny", "file-write*", "(require-all "+re+" (require-not (vnode-type DIRECTORY)))")
+	}
+	p.form("deny", "file-write-unlink", dedupeStrings(unlink)...)
+}
+
+// readDeniedIn returns the denyRead paths that lie in a writable root: they
+// cannot be written either (a read-denied file is not replaced).
+func readDeniedIn(deny []fsrules.Path, roots []string) []fsrules.Path {
+	var out []fsrules.Path
+	for _, d := range deny {
+		if slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(d.Path, r) }) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// moveBlocks returns the filters of what cannot be unlinked (removed or
+// renamed), so that "mv .env x; cat x" or "mv vendor v; edit v/…; mv v
+// vendor" fail: every denyRead and denyWrite path inside a writable root,
+// and its ancestors inside one; for a denyWrite pattern, the directory
+// before its first wildcard and that directory's ancestors (as srt does).
+func (p *profile) moveBlocks(in ProfileInput, roots []string, home []homePath) []string {
+	var out []string
+	add := func(path string, dir bool) {
+		kind := "literal"
+		if dir {
+			kind = "subpath"
+		}
+		out = append(out, "("+kind+" "+p.q(path)+")")
+		for _, a := range ancestorsIn(path, roots) {
+			out = append(out, "(literal "+p.q(a)+")")
+		}
+	}
+	for _, d := range append(readDeniedIn(in.FS.DenyRead, roots), in.FS.DenyWrite...) {
+		add(d.Path, d.Dir)
+	}
+	for _, h := range home {
+		for _, a := range ancestorsIn(filepath.Join(in.FS.Home, h.rel), roots) {
+			out = append(out, "(literal "+p.q(a)+")")
+		}
+	}
+	for _, g := range in.FS.DenyWriteGlobs {
+		i := strings.IndexAny(g.Path, "*?[{\\")
+		if i < 0 {
+			add(g.Path, true)
+			continue
+		}
+		if base := filepath.Dir(g.Path[:i+1]); slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(base, r) }) {
+			add(base, false)
+		}
+	}
+	return dedupeStrings(out)
+}
+
+// unixSockets allows Unix-domain sockets: bound and reached in the run's
+// private TMPDIR (tsx, vite, esbuild, jest talk to their workers there),
+// and reached (or bound) at the allowed paths and below them, each as
+// given and as resolved (/var/run is /private/var/run; Docker Desktop's
+// socket is a link).
+func (p *profile) unixSockets(in ProfileInput) {
+	var socks []string
+	for _, s := range in.UnixSockets {
+		socks = append(socks, s)
+		if in.EvalSymlinks != nil && filepath.IsAbs(s) {
+			socks = append(socks, resolve(s, in.EvalSymlinks))
+		}
+	}
+	sort.Strings(socks)
+	dirs := socks
+	if in.TmpDir != "" {
+		dirs = append([]string{in.TmpDir}, socks...)
+	}
+	if len(dirs) == 0 {
+		return
+	}
+	dirs = dedupeStrings(dirs)
+	p.raw("(allow system-socket (socket-domain AF_UNIX))")
+	var bind, out []string
+	for _, d := range dirs {
+		bind = append(bind, "(local unix-socket (subpath "+p.q(d)+"))")
+		out = append(out, "(remote unix-socket (subpath "+p.q(d)+"))")
+	}
+	p.form("allow", "network-bind", bind...)
+	p.form("allow", "network-outbound", out...)
+}
+
+// resolve returns path with its symbolic links resolved by eval; when path
+// does not exist (a socket not created yet), its parent is resolved and
+// the name kept.
+func resolve(path string, eval func(string) (string, error)) string {
+	if r, err := eval(path); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	if base == "" || dir == path {
+		return path
+	}
+	return filepath.Join(resolve(dir, eval), base)
+}
+
+// macHomePersistence are macOS's own persistence paths below the home
+// directory, besides fsrules' list: launchd starts what LaunchAgents
+// names at login; the editors' user settings hold tasks and terminal
+// profiles that run commands.
+var macHomePersistence = []string{"Library/LaunchAgents", "Library/Application Support/Code/User",
+	"Library/Application Support/Code - Insiders/User", "Library/Application Support/Cursor/User",
+	"Library/Application Support/VSCodium/User", "Library/Application Support/Windsurf/User"}
+
+// homePath is a persistence path below the home directory: the regex
+// (case-insensitive) of what it protects, and a path whose ancestors
+// cannot be renamed.
+type homePath struct{ rel, re string }
+
+// homePersistence returns the home directory's persistence paths that a
+// writable root reaches (it holds them, or lies in one): fsrules' list,
+// macOS's own, and Python's start-up files in ~/.local/lib.
+func homePersistence(home string, roots []string) []homePath {
+	if home == "" {
+		return nil
+	}
+	var out []homePath
+	for _, h := range append(fsrules.HomePersistence(), macHomePersistence...) {
+		if overlaps(filepath.Join(home, h), roots) {
+			out = append(out, homePath{h, caseless(h) + "(/.*)?"})
+		}
+	}
+	if overlaps(filepath.Join(home, ".local/lib"), roots) {
+		out = append(out, homePath{".local/lib/x", caseless(".local/lib") + "/(.*/)?([^/]*" + caseless(".pth") + "|" +
+			caseless("sitecustomize.py") + "|" + caseless("usercustomize.py") + ")"})
+	}
+	return out
+}
+
+// overlaps reports whether path lies in one of roots or holds one.
+func overlaps(path string, roots []string) bool {
+	return slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(path, r) || fsrules.Within(r, path) })
+}
+
+// writableRoots are the directories (and files) the profile lets the
+// command write: the writable roots, the caches, the private TMPDIR.
+func writableRoots(in ProfileInput) []string {
+	var out []string
+	for _, r := range append(slices.Clone(in.FS.Writable), in.FS.Caches...) {
+		out = append(out, r.Path)
+	}
+	if in.TmpDir != "" {
+		out = append(out, in.TmpDir)
+	}
+	return out
+}
+
+// ancestorsIn returns the ancestors of path (nearest first) that lie in
+// one of roots: the directories whose rename would carry path with them.
+func ancestorsIn(path string, roots []string) []string {
+	var out []string
+	for d := filepath.Dir(path); d != "/" && d != "."; d = filepath.Dir(d) {
+		if slices.ContainsFunc(roots, func(r string) bool { return fsrules.Within(d, r) }) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func dedupeStrings(s []string) []string {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(s, func(x string) bool {
+		if seen[x] {
+			return true
+		}
+		seen[x] = true
+		return false
+	})
+}
+
 func subpaths(paths []fsrules.Path) [][2]string {
 	var out [][2]string
 	for _, p := range paths {
@@ -234,8 +504,11 @@ func subpaths(paths []fsrules.Path) [][2]string {
 // reads everywhere, minus denyRead, plus allowRead; writes to the writable
 // roots, the private TMPDIR and a few devices, minus denyWrite and the
 // protected names at any depth (regex rules cover names that do not exist
-// yet), plus exact allowWrite of a protected path; network only to the
-// proxy's localhost port and the allowed Unix sockets.
+// yet), minus git's hooks and config in every git directory (a new
+// repository cannot be created: git init writes them) and renames of .git,
+// plus exact allowWrite of a protected path, minus renames of denied paths;
+// network only to the proxy's localhost port, and Unix sockets in the
+// private TMPDIR and at the allowed paths.
 func Profile(in ProfileInput) (string, error) {
 	if in.FS == nil {
 		return "", errors.New("darwin: no filesystem policy")
@@ -269,6 +542,20 @@ func Profile(in ProfileInput) (string, error) {
 	p.rule("allow", "sysctl-read", sysctls)
 	p.raw("(allow iokit-open (iokit-user-client-class \"RootDomainUserClient\"))")
 	p.raw("(allow ipc-posix-shm-read-data ipc-posix-shm-read-metadata (ipc-posix-name \"apple.shm.notification_center\"))")
+	var sw [][2]string
+	for _, n := range sysctlWrite {
+		sw = append(sw, [2]string{"sysctl-name", n})
+	}
+	p.rule("allow", "sysctl-write", sw)
+	p.comment("POSIX semaphores (Python multiprocessing's SemLock); preferences, read only")
+	p.raw("(allow ipc-posix-sem)")
+	p.raw("(allow user-preference-read)")
+	p.raw(`(allow ipc-posix-shm-read* (ipc-posix-name-prefix "apple.cfprefs."))`)
+	p.raw(`(allow mach-lookup (local-name "com.apple.cfprefsd.agent"))`)
+	p.comment("terminals: openpty, and the ptys it makes (they carry the pty extension)")
+	p.raw("(allow pseudo-tty)")
+	p.raw(`(allow file-read* file-write* file-ioctl (literal "/dev/ptmx"))`)
+	p.raw(`(allow file-read* file-write*` + "\n" + `  (require-all (regex "^/dev/ttys[0-9]+$") (extension "com.apple.sandbox.pty")))`)
 	services := append([]string(nil), machServices...)
 	if in.TrustdLookup {
 		services = append(services, "com.apple.trustd.agent")
@@ -300,15 +587,20 @@ func Profile(in ProfileInput) (string, error) {
 		w = append(w, [2]string{"literal", d})
 	}
 	p.rule("allow", "file-write*", w)
-	p.raw(`(allow file-ioctl (literal "/dev/tty") (regex "^/dev/ttys[0-9]+$"))`)
-	p.rule("deny", "file-write*", subpaths(in.FS.DenyWrite))
+	var ioctl [][2]string
+	for _, d := range devIoctl {
+		ioctl = append(ioctl, [2]string{"literal", d})
+	}
+	p.rule("allow", "file-ioctl", append(ioctl, [2]string{"regex", "^/dev/ttys[0-9]+$"}))
+	roots := writableRoots(in)
+	p.rule("deny", "file-write*", subpaths(append(slices.Clone(in.FS.DenyWrite), readDeniedIn(in.FS.DenyRead, roots)...)))
 	var globs [][2]string
 	for _, g := range in.FS.DenyWriteGlobs {
 		globs = append(globs, [2]string{"regex", globRegex(g.Path)})
 	}
 	p.rule("deny", "file-write*", globs)
 	p.comment("protected names, at any depth of every writable root, existing or not")
-	var prot [][2]string
+	var prot, gitRoots [][2]string
 	for _, r := range in.FS.Writable {
 		if !r.Dir {
 			continue
@@ -317,6 +609,12 @@ func Profile(in ProfileInput) (string, error) {
 		if r.Path == "/" {
 			root = "^"
 		}
+		if isGitDirRoot(r) {
+			// The workspace's git directory outside it: its own hooks and
+			// config, not a .git below it.
+			gitRoots = append(gitRoots, [2]string{"regex", root + gitEntries()})
+			continue
+		}
 		// APFS is case-insensitive by default: .VSCODE is .vscode there.
 		for _, n := range fsrules.ProtectedFiles() {
 			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "$"})
@@ -324,47 +622,56 @@ func Profile(in ProfileInput) (string, error) {
 		for _, n := range fsrules.ProtectedDirs() {
 			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "(/.*)?$"})
 		}
-		// (.git itself is not denied: git init must stay possible; its hooks
-		// and config are, so on macOS a new repository cannot be created.)
-		for _, n := range []string{caseless(".git/hooks") + "(/.*)?", caseless(".git/config"), caseless(".config/git") + "(/.*)?"} {
-			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + n + "$"})
-		}
+		prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(".config/git") + "(/.*)?$"},
+			[2]string{"regex", root + "(/.*)?/" + caseless(".git") + gitEntries()})
 	}
 	p.rule("deny", "file-write*", prot)
+	p.comment("git: hooks, config and what sends git elsewhere, in every git directory; .git itself")
+	p.rule("deny", "file-write*", gitRoots)
+	p.gitLinks(in)
+	home := homePersistence(in.FS.Home, roots)
+	if len(home) > 0 {
+		p.comment("the home directory's persistence paths, in either case, where a writable root reaches them")
+		var hr [][2]string
+		for _, h := range home {
+			hr = append(hr, [2]string{"regex", "^" + regexQuote(in.FS.Home) + "/" + h.re + "$"})
+		}
+		p.rule("deny", "file-write*", hr)
+	}
+	// An exact allowWrite re-opens a protected path and what is below it,
+	// as fsrules' check does on Linux.
 	var exact [][2]string
 	for _, e := range in.FS.ExactAllow {
-		exact = append(exact, [2]string{"literal", e})
+		exact = append(exact, [2]string{"subpath", e})
 	}
 	p.rule("allow", "file-write*", exact)
+	var self []fsrules.Path
+	for _, sp := range in.FS.Self {
+		if overlaps(sp.Path, roots) {
+			self = append(self, fsrules.Path{Path: sp.Path, Dir: true})
+		}
+	}
+	p.comment("sbx's own files, whatever allowWrite says")
+	p.rule("deny", "file-write*", subpaths(self))
+	p.comment("moves: a denied path, and its parents inside the writable roots, cannot be renamed or removed")
+	p.form("deny", "file-write-unlink", p.moveBlocks(in, roots, home)...)
 
-	p.comment("network: only the proxy on localhost, and allowed Unix sockets")
+	p.comment("network: only the proxy on localhost; Unix sockets in TMPDIR and at the allowed paths")
 	if in.ProxyPort > 0 {
 		p.raw(fmt.Sprintf("(allow network-outbound (remote ip \"localhost:%d\"))", in.ProxyPort))
 	}
-	socks := append([]string(nil), in.UnixSockets...)
-	sort.Strings(socks)
-	var us [][2]string
-	for _, s := range socks {
-		us = append(us, [2]string{"subpath", s})
-	}
-	if len(us) > 0 {
-		var parts []string
-		for _, f := range us {
-			q, err := Quote(f[1])
-			if err != nil {
-				p.err = errors.Join(p.err, err)
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("(remote unix-socket (subpath %s))", q))
-		}
-		if len(parts) > 0 {
-			p.raw("(allow network-outbound\n  " + strings.Join(parts, "\n  ") + ")")
-		}
-	}
+	p.unixSockets(in)
 	if in.LocalBinding {
-		// Bind and accept on localhost only; no outbound rule is added.
-		p.raw("(allow network-bind (local ip \"localhost:*\"))")
-		p.raw("(allow network-inbound (local ip \"localhost:*\"))")
+		// Codex's three rules. A local ip filter on bind does not restrict
+		// the address bound (a 0.0.0.0 listener passes "localhost:*"), so
+		// bind is allowed anywhere and what counts is inbound: only
+		// connections whose local address is loopback are accepted. The
+		// command reaches its own servers, and every other one on the
+		// host's loopback.
+		p.comment("local binding: bind anywhere, accept on loopback only, reach loopback")
+		p.raw(`(allow network-bind (local ip "*:*"))`)
+		p.raw(`(allow network-inbound (local ip "localhost:*"))`)
+		p.raw(`(allow network-outbound (remote ip "localhost:*"))`)
 	}
 	if p.err != nil {
 		return "", p.err

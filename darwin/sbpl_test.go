@@ -44,7 +44,11 @@ func TestProfileGolden(t *testing.T) {
 	tests := map[string]ProfileInput{
 		"default": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
-		"every-key": everyKey(),
+		"every-key":       everyKey(),
+		"deny-moves":      denyMoves(),
+		"unix-sockets":    socketsInput(),
+		"writable-home":   writableHome(),
+		"linked-worktree": {FS: linkedWorktree(t), TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
 		"tagged": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}},
 			DenyRead: []fsrules.Path{{Path: "/Users/dev/.ssh", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123, Tag: "sbx_0123456789abcdef01234567"},
@@ -84,30 +88,40 @@ func TestProfileMapping(t *testing.T) {
 		`(deny file-read*` + "\n" + `  (subpath "/Users/dev/.ssh")`,
 		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
 		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/T/sbx-run")`, `(literal "/Users/dev/notes.txt")`,
-		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new"))`,
+		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new")` + "\n" + `  (literal "/Users/dev/proj/.env"))`,
+		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj/.env")` + "\n" + `  (literal "/Users/dev/proj")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/.*)?$")`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
-		`(allow file-write*` + "\n" + `  (literal "/Users/dev/proj/.envrc"))`,
+		`(allow file-write*` + "\n" + `  (subpath "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
 		`(remote unix-socket (subpath "/var/run/docker.sock"))`,
-		`(allow network-bind (local ip "localhost:*"))`,
 		`(global-name "com.apple.trustd.agent")`,
 	} {
 		if !strings.Contains(prof, want) {
 			t.Errorf("profile lacks %s", want)
 		}
 	}
-	// Local binding never opens egress.
-	if strings.Count(prof, "network-outbound") != 2 {
-		t.Errorf("unexpected outbound rules:\n%s", prof)
+	// Outbound only to the proxy and the allowed sockets.
+	forms, _ := parseSexprs(prof)
+	for _, a := range []access{{"network-outbound", "93.184.216.34:443", "IP"}, {"network-outbound", "/var/run/other.sock", "SOCKET"}} {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s allowed", a.op, a.path)
+		}
 	}
-	// No network without a proxy.
+	// No network without a proxy; Unix sockets only in the private TMPDIR.
 	in := everyKey()
 	in.ProxyPort, in.UnixSockets, in.LocalBinding = 0, nil, false
 	prof, _ = Profile(in)
-	if strings.Contains(prof, "network-outbound") || strings.Contains(prof, "network-bind") {
+	forms, _ = parseSexprs(prof)
+	for _, a := range []access{{"network-outbound", "localhost:40123", "IP"}, {"network-bind", "localhost:8080", "IP"},
+		{"network-outbound", "/var/run/docker.sock", "SOCKET"}, {"network-bind", "/Users/dev/proj/s.sock", "SOCKET"}} {
+		if decide(t, forms, a) {
+			t.Errorf("without a proxy or sockets, %s %s allowed", a.op, a.path)
+		}
+	}
+	if strings.Contains(prof, "(remote ip") || strings.Contains(prof, "(local ip") {
 		t.Errorf("network allowed without a proxy:\n%s", prof)
 	}
 	// Every protected name is covered, at any depth, in either case.
@@ -126,6 +140,315 @@ func TestProfileMapping(t *testing.T) {
 		if strings.Contains(prof, `"`+svc+`"`) {
 			t.Errorf("the profile lets the sandbox look up %s", svc)
 		}
+	}
+}
+
+// linkedWorktree is a workspace that is a linked worktree of a repository
+// outside it, compiled by fsrules as sbx compiles it.
+func linkedWorktree(t *testing.T) *fsrules.Policy {
+	t.Helper()
+	h := &fakeFS{
+		dirs: map[string]bool{"/Users": true, "/Users/dev": true, "/Users/dev/wt": true, "/Users/dev/main": true,
+			"/Users/dev/main/.git": true, "/Users/dev/main/.git/objects": true, "/Users/dev/main/.git/worktrees": true,
+			"/Users/dev/main/.git/worktrees/wt": true},
+		files: map[string]string{
+			"/Users/dev/wt/.git":                          "gitdir: /Users/dev/main/.git/worktrees/wt\n",
+			"/Users/dev/main/.git/HEAD":                   "ref: refs/heads/main\n",
+			"/Users/dev/main/.git/worktrees/wt/HEAD":      "ref: refs/heads/wt\n",
+			"/Users/dev/main/.git/worktrees/wt/commondir": "../..\n",
+			"/Users/dev/main/.git/worktrees/wt/gitdir":    "/Users/dev/wt/.git\n",
+		},
+	}
+	pol, err := fsrules.Compile(fsrules.Input{Workspace: "/Users/dev/wt"},
+		fsrules.Host{Home: "/Users/dev", EvalSymlinks: h.eval, Lstat: h.lstat, ReadFile: h.readFile,
+			Glob: func(string) ([]string, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// The generator finds the git directories outside the workspace by the
+// origin fsrules gives them.
+func TestGitDirRootFromCompile(t *testing.T) {
+	var got []string
+	for _, w := range linkedWorktree(t).Writable {
+		if isGitDirRoot(w) {
+			got = append(got, w.Path)
+		}
+	}
+	if want := []string{"/Users/dev/main/.git/worktrees/wt", "/Users/dev/main/.git"}; !slices.Equal(got, want) {
+		t.Errorf("git directory roots %q, want %q", got, want)
+	}
+}
+
+// checkAccess asks the profile about each access and fails on a wrong
+// answer.
+func checkAccess(t *testing.T, prof string, allow, deny []access) {
+	t.Helper()
+	forms, err := parseSexprs(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range allow {
+		if !decide(t, forms, a) {
+			t.Errorf("%s %s (%s) denied", a.op, a.path, a.vtype)
+		}
+	}
+	for _, a := range deny {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s (%s) allowed", a.op, a.path, a.vtype)
+		}
+	}
+}
+
+// Git's hooks and config cannot change in any git directory the command
+// may write: the workspace's, nested ones, a linked worktree's outside the
+// workspace and its repository's; .git cannot be moved away or replaced by
+// a pointer file; git's own data stays writable.
+func TestGitProtection(t *testing.T) {
+	for _, tag := range []string{"", "sbx_t"} {
+		prof, err := Profile(ProfileInput{FS: linkedWorktree(t), TmpDir: "/private/tmp/run", Tag: tag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const m, w = "/Users/dev/main/.git", "/Users/dev/wt"
+		mod, cr, ul := "file-write-data", "file-write-create", "file-write-unlink"
+		checkAccess(t, prof, []access{
+			{cr, m + "/objects/ab/cdef", ""}, {mod, m + "/refs/heads/wt", ""}, {cr, m + "/logs/HEAD", ""},
+			{mod, m + "/worktrees/wt/index", ""}, {mod, m + "/worktrees/wt/HEAD", ""}, {cr, m + "/worktrees/wt/index.lock", ""},
+			{ul, m + "/worktrees/wt/index.lock", ""}, {mod, m + "/packed-refs", ""},
+			{cr, w + "/src/main.go", ""}, {ul, w + "/src/main.go", ""},
+			{cr, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.git/objects/ab/cd", ""}, {mod, w + "/sub/.git/HEAD", ""},
+			{cr, w + "/gitdir", ""}, {cr, w + "/hooks/useThing.ts", ""}, {mod, w + "/config", ""},
+		}, []access{
+			{cr, m + "/hooks/pre-commit", ""}, {mod, m + "/hooks/pre-commit", ""}, {ul, m + "/hooks", "DIRECTORY"},
+			{mod, m + "/config", ""}, {ul, m + "/config", ""}, {cr, m + "/CONFIG", ""}, {cr, m + "/Hooks/post-checkout", ""},
+			{mod, m + "/worktrees/wt/commondir", ""}, {mod, m + "/worktrees/wt/gitdir", ""}, {cr, m + "/worktrees/wt/config.worktree", ""},
+			{cr, m + "/worktrees/wt/hooks/pre-commit", ""}, {cr, m + "/objects/info/alternates", ""},
+			{cr, m + "/modules/lib/hooks/post-checkout", ""}, {mod, m + "/modules/lib/config", ""}, {mod, m + "/modules/vendor/x/config", ""},
+			{ul, m + "/worktrees/wt", "DIRECTORY"}, {ul, m + "/worktrees", "DIRECTORY"},
+			{mod, w + "/.git", ""}, {ul, w + "/.git", ""}, {cr, w + "/sub/.git", ""}, {cr, w + "/sub/.git", "SYMLINK"},
+			{ul, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.GIT", ""},
+			{cr, w + "/sub/.git/hooks/pre-commit", ""}, {mod, w + "/sub/.git/config", ""}, {cr, w + "/sub/.Git/Config", ""},
+			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
+			{cr, w + "/.config/git/config", ""},
+		})
+	}
+}
+
+func denyMoves() ProfileInput {
+	p := func(path string, dir bool) fsrules.Path { return fsrules.Path{Path: path, Exists: true, Dir: dir} }
+	return ProfileInput{FS: &fsrules.Policy{
+		Workspace:      "/Users/dev/proj",
+		Writable:       []fsrules.Path{p("/Users/dev/proj", true)},
+		DenyRead:       []fsrules.Path{p("/Users/dev/proj/.env", false), p("/Users/dev/proj/conf/secrets", true), p("/Users/dev/.aws", true)},
+		DenyWrite:      []fsrules.Path{p("/Users/dev/proj/lib/vendor", true)},
+		DenyWriteGlobs: []fsrules.Path{{Path: "/Users/dev/proj/deploy/*.key"}},
+	}, TmpDir: "/private/tmp/run"}
+}
+
+// A denied path cannot be moved out of its rule: not renamed or removed,
+// nor any of its parents inside a writable root; a read-denied path there
+// cannot be written either. Paths outside the writable roots need no rule.
+func TestMoveBlocks(t *testing.T) {
+	prof, err := Profile(denyMoves())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = "/Users/dev/proj"
+	mod, cr, ul, rd := "file-write-data", "file-write-create", "file-write-unlink", "file-read-data"
+	checkAccess(t, prof, []access{
+		{cr, w + "/x", ""}, {ul, w + "/x", ""}, {ul, w + "/src", "DIRECTORY"}, {ul, w + "/conf/app.yaml", ""},
+		{cr, w + "/deploy/readme", ""}, {ul, w + "/deploy/readme", ""}, {rd, w + "/lib/vendor/a.go", ""},
+	}, []access{
+		{ul, w + "/.env", ""}, {mod, w + "/.env", ""}, {rd, w + "/.env", ""},
+		{ul, w + "/conf/secrets", "DIRECTORY"}, {ul, w + "/conf/secrets/db.pem", ""}, {mod, w + "/conf/secrets/db.pem", ""},
+		{cr, w + "/conf/secrets/new", ""}, {ul, w + "/conf", "DIRECTORY"},
+		{ul, w + "/lib/vendor", "DIRECTORY"}, {ul, w + "/lib", "DIRECTORY"}, {mod, w + "/lib/vendor/a.go", ""},
+		{ul, w + "/deploy", "DIRECTORY"}, {ul, w + "/deploy/prod.key", ""}, {cr, w + "/deploy/prod.key", ""},
+	})
+	if strings.Count(prof, `"/Users/dev/.aws"`) != 1 || strings.Contains(prof, `(literal "/Users/dev")`) || strings.Contains(prof, `(literal "/Users")`) {
+		t.Errorf("rules for paths outside the writable roots:\n%s", prof)
+	}
+}
+
+// The allowances everyday tools need, as srt and Codex grant them, and
+// nothing wider: semaphores, read-only preferences, group membership,
+// ptys, ioctls on a few devices, two sysctl writes.
+func TestAllowances(t *testing.T) {
+	prof, err := Profile(everyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"(allow ipc-posix-sem)",
+		"(allow user-preference-read)",
+		`(global-name "com.apple.cfprefsd.daemon")`, `(global-name "com.apple.cfprefsd.agent")`,
+		`(allow mach-lookup (local-name "com.apple.cfprefsd.agent"))`,
+		`(allow ipc-posix-shm-read* (ipc-posix-name-prefix "apple.cfprefs."))`,
+		`(global-name "com.apple.system.opendirectoryd.membership")`,
+		"(allow pseudo-tty)",
+		`(allow file-read* file-write* file-ioctl (literal "/dev/ptmx"))`,
+		`(require-all (regex "^/dev/ttys[0-9]+$") (extension "com.apple.sandbox.pty"))`,
+		`(allow sysctl-write` + "\n" + `  (sysctl-name "kern.grade_cputype")` + "\n" + `  (sysctl-name "kern.tcsm_enable"))`,
+	} {
+		if !strings.Contains(prof, want) {
+			t.Errorf("profile lacks %s", want)
+		}
+	}
+	forms, err := parseSexprs(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/dtracehelper", "/dev/tty", "/dev/ttys003", "/dev/ptmx"} {
+		if !decide(t, forms, access{"file-ioctl", d, "CHARACTER-DEVICE"}) {
+			t.Errorf("no ioctl on %s", d)
+		}
+	}
+	for _, a := range []access{{"file-ioctl", "/dev/disk0", "CHARACTER-DEVICE"}, {"file-ioctl", "/dev/ttys003x", ""},
+		{"file-write-data", "/dev/ttys003", "CHARACTER-DEVICE"}, {"file-write-data", "/dev/disk0", ""}} {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s allowed", a.op, a.path)
+		}
+	}
+	for _, wide := range []string{"(allow sysctl-write)", "(allow mach-lookup)", "(allow ipc-posix-shm)", "(allow ipc-posix-shm*)",
+		"(allow user-preference-write", "(allow file-ioctl)", "(allow ipc-posix-shm-read*)", "(allow iokit-open)"} {
+		if strings.Contains(prof, wide) {
+			t.Errorf("profile allows %s", wide)
+		}
+	}
+}
+
+func socketsInput() ProfileInput {
+	links := map[string]string{"/var": "/private/var", "/tmp": "/private/tmp",
+		"/Users/dev/.docker/run/docker.sock": "/Users/dev/Library/Containers/com.docker.docker/Data/docker.raw.sock"}
+	eval := func(p string) (string, error) {
+		for from, to := range links {
+			if p == from || strings.HasPrefix(p, from+"/") {
+				p = to + strings.TrimPrefix(p, from)
+			}
+		}
+		if strings.HasSuffix(p, "missing.sock") {
+			return "", os.ErrNotExist
+		}
+		return p, nil
+	}
+	in := everyKey()
+	in.UnixSockets = []string{"/var/run/docker.sock", "/Users/dev/.docker/run/docker.sock", "/tmp/missing.sock"}
+	in.EvalSymlinks = eval
+	return in
+}
+
+// Unix sockets: created, bound and reached in the private TMPDIR always;
+// at the allowed paths as given and as resolved; nowhere else.
+func TestUnixSockets(t *testing.T) {
+	in := socketsInput()
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(prof, "(allow system-socket (socket-domain AF_UNIX))") {
+		t.Error("no AF_UNIX sockets")
+	}
+	forms, _ := parseSexprs(prof)
+	out, bind := "network-outbound", "network-bind"
+	for _, a := range []access{
+		{out, "/private/var/run/docker.sock", "SOCKET"}, {out, "/var/run/docker.sock", "SOCKET"},
+		{out, "/Users/dev/Library/Containers/com.docker.docker/Data/docker.raw.sock", "SOCKET"},
+		{out, "/private/tmp/missing.sock", "SOCKET"}, {bind, "/private/tmp/missing.sock", "SOCKET"},
+		{bind, in.TmpDir + "/tsx-501/1234.pipe", "SOCKET"}, {out, in.TmpDir + "/tsx-501/1234.pipe", "SOCKET"},
+	} {
+		if !decide(t, forms, a) {
+			t.Errorf("%s %s denied", a.op, a.path)
+		}
+	}
+	for _, a := range []access{
+		{out, "/private/var/run/mDNSResponder", "SOCKET"}, {out, "/Users/dev/.ssh/agent.sock", "SOCKET"},
+		{bind, "/Users/dev/proj/s.sock", "SOCKET"}, {out, "/private/var/folders/xy/T/other/s.sock", "SOCKET"},
+	} {
+		if decide(t, forms, a) {
+			t.Errorf("%s %s allowed", a.op, a.path)
+		}
+	}
+	for _, wide := range []string{"(remote unix-socket)", "(local unix-socket)", "(allow network*", "(allow system-socket)"} {
+		if strings.Contains(prof, wide) {
+			t.Errorf("profile allows %s", wide)
+		}
+	}
+}
+
+// allowLocalBinding follows Codex: bind anywhere, accept only on loopback,
+// reach loopback; never the rest of the network. Without it, none of the
+// three.
+func TestLocalBinding(t *testing.T) {
+	in := everyKey()
+	bind, inb, out := "network-bind", "network-inbound", "network-outbound"
+	for _, on := range []bool{true, false} {
+		in.LocalBinding = on
+		prof, err := Profile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms, _ := parseSexprs(prof)
+		for _, a := range []access{{bind, "*:3000", "IP"}, {bind, "localhost:3000", "IP"}, {inb, "localhost:3000", "IP"},
+			{out, "localhost:3000", "IP"}} {
+			if decide(t, forms, a) != on {
+				t.Errorf("local binding %v: %s %s allowed: %v", on, a.op, a.path, !on)
+			}
+		}
+		for _, a := range []access{{inb, "192.168.1.5:3000", "IP"}, {out, "93.184.216.34:443", "IP"}, {out, "192.168.1.5:3000", "IP"}} {
+			if decide(t, forms, a) {
+				t.Errorf("local binding %v: %s %s allowed", on, a.op, a.path)
+			}
+		}
+		if !decide(t, forms, access{out, "localhost:40123", "IP"}) {
+			t.Errorf("local binding %v: the proxy is unreachable", on)
+		}
+	}
+}
+
+func writableHome() ProfileInput {
+	return ProfileInput{FS: &fsrules.Policy{
+		Workspace:  "/Users/dev",
+		Home:       "/Users/dev",
+		Writable:   []fsrules.Path{{Path: "/Users/dev", Exists: true, Dir: true}},
+		ExactAllow: []string{"/Users/dev/.config/fish", "/Users/dev/.config/sbx"},
+		Self:       []fsrules.Path{{Path: "/Users/dev/.config/sbx"}, {Path: "/etc/sbx/managed-settings.json"}},
+	}, TmpDir: "/private/tmp/run"}
+}
+
+// With the home directory writable, its persistence paths are not, in
+// either case, nor can their parents be renamed; an exact allowWrite
+// re-opens one, but never sbx's own files.
+func TestHomePersistence(t *testing.T) {
+	prof, err := Profile(writableHome())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const h = "/Users/dev"
+	mod, cr, ul := "file-write-data", "file-write-create", "file-write-unlink"
+	checkAccess(t, prof, []access{
+		{cr, h + "/notes.txt", ""}, {cr, h + "/Documents/a", ""}, {mod, h + "/.config/fish/config.fish", ""},
+		{cr, h + "/.config/fish/functions/f.fish", ""}, {cr, h + "/Library/Application Support/Other/x", ""},
+		{cr, h + "/.local/lib/python3.12/site-packages/foo.py", ""}, {ul, h + "/Documents", "DIRECTORY"},
+	}, []access{
+		{cr, h + "/Library/LaunchAgents/evil.plist", ""}, {cr, h + "/library/launchagents/evil.plist", ""},
+		{mod, h + "/Library/Application Support/Code/User/tasks.json", ""}, {cr, h + "/Library/Application Support/Cursor/User/settings.json", ""},
+		{cr, h + "/.ssh/authorized_keys", ""}, {cr, h + "/.SSH/authorized_keys", ""}, {mod, h + "/.tmux.conf", ""}, {mod, h + "/.vimrc", ""},
+		{cr, h + "/.config/nvim/init.lua", ""}, {cr, h + "/.local/lib/python3.12/site-packages/evil.pth", ""},
+		{cr, h + "/.local/lib/python3.12/site-packages/sitecustomize.py", ""},
+		{ul, h + "/.config", "DIRECTORY"}, {ul, h + "/Library", "DIRECTORY"}, {ul, h + "/Library/Application Support", "DIRECTORY"},
+		{ul, h + "/.local/lib", "DIRECTORY"}, {ul, h + "/.ssh", "DIRECTORY"},
+		{cr, h + "/.config/sbx/settings.json", ""}, {ul, h + "/.config/sbx", "DIRECTORY"},
+	})
+	if strings.Contains(prof, "/etc/sbx") {
+		t.Error("a rule for sbx's own file outside the writable roots")
+	}
+	// A workspace alone gets no home rules.
+	prof, _ = Profile(everyKey())
+	if strings.Contains(prof, "LaunchAgents") {
+		t.Error("home persistence rules without a writable home")
 	}
 }
 
@@ -234,6 +557,20 @@ func TestParseLogLine(t *testing.T) {
 	}
 	if _, ok := ParseLogLine([]byte(tests[0].line), `x" OR 1`); ok {
 		t.Error("a malformed tag matched")
+	}
+}
+
+func TestIsLogBanner(t *testing.T) {
+	for line, want := range map[string]bool{
+		`Filtering the log data using "eventMessage ENDSWITH \"sbx_t\""`:  true,
+		"  Filtering the log data using \"x\"\r":                          true,
+		`{"eventMessage":"Filtering the log data"}`:                       false,
+		"Timestamp                       Thread     Type        Activity": false,
+		"": false,
+	} {
+		if IsLogBanner([]byte(line)) != want {
+			t.Errorf("IsLogBanner(%q) = %v", line, !want)
+		}
 	}
 }
 

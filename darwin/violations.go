@@ -38,6 +38,13 @@ func LogStreamArgs(tag string) []string {
 	return []string{"stream", "--style", "ndjson", "--predicate", `eventMessage ENDSWITH "` + tag + `"`}
 }
 
+// IsLogBanner reports whether line is the banner `log stream` prints once
+// it streams ("Filtering the log data using …"): on stdout or on stderr
+// depending on the macOS version, and not with every --style.
+func IsLogBanner(line []byte) bool {
+	return strings.HasPrefix(strings.TrimSpace(string(line)), "Filtering the log data")
+}
+
 // sandboxMsgRE matches the kernel's denial message: "Sandbox: NAME(PID)
 // deny(N) OPERATION TARGET…", the profile's message for the rule last.
 var sandboxMsgRE = regexp.MustCompile(`^Sandbox: (.+)\((\d+)\) deny\(\d+\) (\S+)(?: (.*))?$`)
