@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestClassify(t *testing.T) {
@@ -142,4 +144,44 @@ func FuzzRedactWriter(f *testing.F) {
 			t.Fatalf("stream %q != whole %q", buf.String(), r.Redact(text))
 		}
 	})
+}
+
+func TestPlaceholderRedactor(t *testing.T) {
+	v := "s3cr3t/v@lue+x"
+	res, _ := MaskEnv([]string{"API_TOKEN=" + v}, Config{})
+	ph := res.Secrets[0].Placeholder
+	r := NewPlaceholderRedactor(res.Secrets)
+	for _, enc := range encodings {
+		if got := r.Redact("a " + enc(v) + " b"); got != "a "+enc(ph)+" b" {
+			t.Errorf("%q became %q, want the placeholder's %q", enc(v), got, enc(ph))
+		}
+	}
+	// Streaming, a byte at a time, through Reader.
+	src := io.NopCloser(iotest.OneByteReader(strings.NewReader("x " + v + " y " + v)))
+	got, err := io.ReadAll(r.Reader(src))
+	if err != nil || string(got) != "x "+ph+" y "+ph {
+		t.Errorf("reader: %q %v", got, err)
+	}
+}
+
+// TestWriterHoldsBackOnlyAPossibleSecret: text that cannot begin a secret
+// passes at once (no line waits for the next write); a possible start is
+// held until it is decided.
+func TestWriterHoldsBackOnlyAPossibleSecret(t *testing.T) {
+	res, _ := MaskEnv([]string{"API_TOKEN=s3cr3tvalue"}, Config{})
+	var buf bytes.Buffer
+	w := NewRedactor(res.Secrets).Writer(&buf)
+	w.Write([]byte("line one\n"))
+	if buf.String() != "line one\n" {
+		t.Errorf("held back %q", "line one\n"[len(buf.String()):])
+	}
+	w.Write([]byte("then s3cr"))
+	if buf.String() != "line one\nthen " {
+		t.Errorf("after a possible start: %q", buf.String())
+	}
+	w.Write([]byte("et... no"))
+	w.Close()
+	if buf.String() != "line one\nthen s3cret... no" {
+		t.Errorf("got %q", buf.String())
+	}
 }

@@ -1,6 +1,7 @@
 package creds
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"io"
@@ -11,50 +12,91 @@ import (
 )
 
 // Redactor replaces real secret values, and their base64 (standard and URL,
-// padded or not), URL-escaped and hex encodings, with [REDACTED:NAME].
+// padded or not), URL-escaped and hex encodings, with [REDACTED:NAME], or,
+// built by [NewPlaceholderRedactor], with the same encoding of the
+// secret's placeholder.
 type Redactor struct {
-	r      *strings.Replacer
-	maxLen int
+	r *strings.Replacer
+	// forms are the strings replaced, for the streaming hold-back.
+	forms []string
+}
+
+// encodings are the forms of a value a redactor looks for.
+var encodings = []func(string) string{
+	func(v string) string { return v },
+	func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return base64.URLEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return base64.RawURLEncoding.EncodeToString([]byte(v)) },
+	url.QueryEscape, url.PathEscape,
+	func(v string) string { return hex.EncodeToString([]byte(v)) },
+	func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) },
 }
 
 // NewRedactor builds a redactor for secrets; nil secrets give one that
 // changes nothing.
 func NewRedactor(secrets []*Secret) *Redactor {
-	var pairs []string
-	type form struct{ s, name string }
+	return newRedactor(secrets, func(s *Secret, _ func(string) string) string { return "[REDACTED:" + s.Name + "]" })
+}
+
+// NewPlaceholderRedactor builds a redactor that turns each masked secret's
+// real value, in every encoding it knows, into the same encoding of the
+// secret's placeholder: what a host the proxy sent the real value to
+// sends back reaches the sandbox as the placeholder the sandbox sent.
+// Secrets without a placeholder are redacted as by [NewRedactor].
+func NewPlaceholderRedactor(secrets []*Secret) *Redactor {
+	return newRedactor(secrets, func(s *Secret, enc func(string) string) string {
+		if s.Placeholder == "" {
+			return "[REDACTED:" + s.Name + "]"
+		}
+		return enc(s.Placeholder)
+	})
+}
+
+func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) string) string) *Redactor {
+	type form struct{ s, to string }
 	var forms []form
 	for _, s := range secrets {
-		v := s.value
-		if len(v) < 4 {
+		if len(s.value) < 4 {
 			continue // too short to redact without mangling ordinary text
 		}
-		tag := "[REDACTED:" + s.Name + "]"
-		for _, f := range []string{
-			v,
-			base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)),
-			base64.URLEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)),
-			url.QueryEscape(v), url.PathEscape(v),
-			hex.EncodeToString([]byte(v)), strings.ToUpper(hex.EncodeToString([]byte(v))),
-		} {
-			forms = append(forms, form{f, tag})
+		for _, enc := range encodings {
+			forms = append(forms, form{enc(s.value), replacement(s, enc)})
 		}
 	}
 	// Longest first, so an encoding is not half-replaced by a shorter form.
 	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i].s) > len(forms[j].s) })
 	seen := map[string]bool{}
-	maxLen := 0
+	var pairs, found []string
 	for _, f := range forms {
 		if seen[f.s] {
 			continue
 		}
 		seen[f.s] = true
-		pairs = append(pairs, f.s, f.name)
-		maxLen = max(maxLen, len(f.s))
+		pairs = append(pairs, f.s, f.to)
+		found = append(found, f.s)
 	}
 	if len(pairs) == 0 {
 		return &Redactor{}
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...), maxLen: maxLen}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: found}
+}
+
+// heldTail returns how many bytes at the end of s could begin a secret
+// form: the longest suffix of s that is a proper prefix of a form. A
+// stream holds back only those, so text that cannot be a secret passes at
+// once.
+func (r *Redactor) heldTail(s string) int {
+	keep := 0
+	for _, f := range r.forms {
+		for k := min(len(f)-1, len(s)); k > keep; k-- {
+			if strings.HasSuffix(s, f[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	return keep
 }
 
 // Redact returns s with every secret form replaced.
@@ -66,8 +108,9 @@ func (r *Redactor) Redact(s string) string {
 }
 
 // Writer returns a writer that redacts what passes through it to w. A
-// secret split across two writes is still caught: the last bytes of each
-// write are held back until the next write or Close.
+// secret split across two writes is still caught: the last bytes of a
+// write that could begin a secret are held back until the next write or
+// Close; the rest passes at once.
 func (r *Redactor) Writer(w io.Writer) io.WriteCloser {
 	if r == nil || r.r == nil {
 		return nopCloser{w}
@@ -90,18 +133,9 @@ func (rw *redactWriter) Write(p []byte) (int, error) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.pending = append(rw.pending, p...)
-	// Keep the tail that could be the start of a secret.
-	keep := rw.r.maxLen - 1
-	if len(rw.pending) <= keep {
-		return len(p), nil
-	}
 	red := rw.r.Redact(string(rw.pending))
-	// Hold back the last keep bytes of the redacted text, unless they are
-	// part of a replacement already made.
-	cut := len(red) - keep
-	if cut < 0 {
-		cut = 0
-	}
+	// Hold back only a tail that could be the start of a secret.
+	cut := len(red) - rw.r.heldTail(red)
 	if _, err := io.WriteString(rw.w, red[:cut]); err != nil {
 		return 0, err
 	}
@@ -116,3 +150,52 @@ func (rw *redactWriter) Close() error {
 	rw.pending = nil
 	return err
 }
+
+// Reader returns a reader of src's bytes, redacted as they stream; a
+// secret split across reads is caught as by [Redactor.Writer]. Closing it
+// closes src.
+func (r *Redactor) Reader(src io.ReadCloser) io.ReadCloser {
+	if r == nil || r.r == nil {
+		return src
+	}
+	rr := &redactReader{src: src}
+	rr.w = &redactWriter{r: r, w: &rr.out}
+	return rr
+}
+
+type redactReader struct {
+	src  io.ReadCloser
+	w    *redactWriter
+	out  bytes.Buffer
+	buf  []byte
+	done bool
+	err  error
+}
+
+func (rr *redactReader) Read(p []byte) (int, error) {
+	for rr.out.Len() == 0 && !rr.done {
+		if rr.buf == nil {
+			rr.buf = make([]byte, 32<<10)
+		}
+		n, err := rr.src.Read(rr.buf)
+		if n > 0 {
+			rr.w.Write(rr.buf[:n]) // into rr.out: cannot fail
+		}
+		if err != nil {
+			rr.w.Close()
+			rr.done = true
+			if err != io.EOF {
+				rr.err = err
+			}
+		}
+	}
+	if rr.out.Len() > 0 {
+		return rr.out.Read(p)
+	}
+	if rr.err != nil {
+		return 0, rr.err
+	}
+	return 0, io.EOF
+}
+
+func (rr *redactReader) Close() error { return rr.src.Close() }

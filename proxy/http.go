@@ -16,6 +16,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
 )
 
@@ -27,6 +28,9 @@ type reqState struct {
 	t     *target
 	proto string // "http" or "connect"
 	up    atomic.Int64
+	// back, when set, turns the real values of the credentials bound to
+	// the host back into their placeholders in the response.
+	back *creds.Redactor
 }
 
 // newGoproxy configures goproxy explicitly: no proxy from the environment,
@@ -50,6 +54,10 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 		DisableCompression:    true,
 	}
 	gp.ConnectDial = nil
+	// The client's Accept-Encoding goes upstream as it is (the client
+	// decodes what it asked for), except to hosts a credential is bound
+	// to, which are asked for identity (onRequest).
+	gp.KeepAcceptEncoding = true
 	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
 		return s.dialForRequest(req.Context(), network, addr)
 	}
@@ -149,6 +157,12 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, denyResponse(r, http.StatusForbidden, err.Error())
 	}
 	st := &reqState{t: t, proto: "http"}
+	if bound := s.boundTo(t.host); len(bound) > 0 {
+		// The host may send a real value back (an echo, a token
+		// endpoint): the response is searched, so it must come as is.
+		r.Header.Set("Accept-Encoding", "identity")
+		st.back = creds.NewPlaceholderRedactor(bound)
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countBody{ReadCloser: r.Body, n: &st.up}
 	}
@@ -171,6 +185,14 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 		ev.BytesUp = st.up.Load()
 		s.audit(ev)
 		return resp
+	}
+	if st.back != nil {
+		if err := restoreResponse(resp, st.back); err != nil {
+			resp.Body.Close()
+			ev.Error = err.Error()
+			s.audit(ev)
+			return denyResponse(resp.Request, http.StatusBadGateway, err.Error())
+		}
 	}
 	var down atomic.Int64
 	var once sync.Once

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -29,6 +31,62 @@ func bound(s *creds.Secret, h netrules.Host) bool {
 	}
 	return false
 }
+
+// boundTo returns the masked secrets that may be sent to h.
+func (s *Server) boundTo(h netrules.Host) []*creds.Secret {
+	var out []*creds.Secret
+	for _, sec := range s.Secrets {
+		if sec.Placeholder != "" && bound(sec, h) {
+			out = append(out, sec)
+		}
+	}
+	return out
+}
+
+// restoreResponse makes a response of a host that credentials are bound
+// to carry their placeholders where it carries their real values: in the
+// headers, and in the body as it streams (decompressed from gzip or
+// deflate if the host compressed it anyway). A body in another encoding
+// cannot be searched: an error, and the response is not passed on.
+func restoreResponse(resp *http.Response, red *creds.Redactor) error {
+	for k, vs := range resp.Header {
+		for i, v := range vs {
+			vs[i] = red.Redact(v)
+		}
+		resp.Header[k] = vs
+	}
+	body := resp.Body
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return fmt.Errorf("the response's gzip body: %w", err)
+		}
+		body = readCloser{zr, body}
+	case "deflate":
+		zr, err := zlib.NewReader(body)
+		if err != nil {
+			return fmt.Errorf("the response's deflate body: %w", err)
+		}
+		body = readCloser{zr, body}
+	default:
+		return fmt.Errorf("the response is encoded as %q, which sbx cannot search for the real value of a bound credential", enc)
+	}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Body = red.Reader(body)
+	return nil
+}
+
+// readCloser reads from a decoder and closes the body under it.
+type readCloser struct {
+	io.Reader
+	body io.Closer
+}
+
+func (r readCloser) Close() error { return r.body.Close() }
 
 // ExfiltrationError is a request carrying a credential's placeholder to a
 // host the credential is not bound to. It names the variable, never a value.

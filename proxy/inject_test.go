@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,7 +106,7 @@ func TestInjectionHTTPSTerminatesOnlyBoundHosts(t *testing.T) {
 		mu.Lock()
 		auth = append(auth, r.Header.Get("Authorization"))
 		mu.Unlock()
-		io.WriteString(w, "tls-ok")
+		io.WriteString(w, "tls-ok "+r.Header.Get("Authorization")) // an echo
 	}))
 	defer be.Close()
 	port := be.Listener.Addr().String()[strings.LastIndexByte(be.Listener.Addr().String(), ':')+1:]
@@ -128,6 +130,7 @@ func TestInjectionHTTPSTerminatesOnlyBoundHosts(t *testing.T) {
 	c := h.client()
 	tr := c.Transport.(*http.Transport)
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // to look at who answered
+	var body []byte
 	get := func(host string) *http.Response {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("https://%s:%s/x", host, port), nil)
 		req.Header.Set("Authorization", "Bearer "+ph)
@@ -135,11 +138,14 @@ func TestInjectionHTTPSTerminatesOnlyBoundHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return resp
 	}
 	resp := get("example.com")
+	if string(body) != "tls-ok Bearer "+ph {
+		t.Errorf("the terminated host's echo reached the client as %q", body)
+	}
 	if resp.StatusCode != 200 || resp.TLS.PeerCertificates[0].Issuer.CommonName != "sbx per-run CA" {
 		t.Fatalf("bound host: %d, issuer %q", resp.StatusCode, resp.TLS.PeerCertificates[0].Issuer.CommonName)
 	}
@@ -159,4 +165,80 @@ func TestInjectionHTTPSTerminatesOnlyBoundHosts(t *testing.T) {
 		t.Errorf("unbound host: %q", auth)
 	}
 	mu.Unlock()
+}
+
+// TestBoundHostEchoGetsThePlaceholderBack: a bound host that sends the
+// real value back (an echo, reflected in a header, split across writes,
+// base64-encoded, gzip-compressed though identity was asked) reaches the
+// client as the placeholder; a body sbx cannot search is refused.
+func TestBoundHostEchoGetsThePlaceholderBack(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		w.Header().Set("X-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+		switch r.URL.Path {
+		case "/split":
+			for _, b := range body {
+				w.Write([]byte{b})
+				w.(http.Flusher).Flush()
+			}
+		case "/b64":
+			io.WriteString(w, base64.StdEncoding.EncodeToString([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))))
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			zw.Write(body)
+			zw.Close()
+		case "/br":
+			w.Header().Set("Content-Encoding", "br")
+			w.Write(body)
+		default:
+			w.Write(body)
+		}
+	}))
+	defer be.Close()
+	port := be.Listener.Addr().String()[strings.LastIndexByte(be.Listener.Addr().String(), ':')+1:]
+	real := "realsecretvalue-echo-0123456789"
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"api.example.test"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := res.Secrets[0].Placeholder
+	h := newHarnessWith(t, []string{"api.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
+	c := h.client()
+	post := func(path string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", fmt.Sprintf("http://api.example.test:%s%s", port, path),
+			strings.NewReader(`{"text":"`+ph+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+ph)
+		req.Header.Set("Accept-Encoding", "gzip, br")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/", `{"text":"` + ph + `"}`},
+		{"/split", `{"text":"` + ph + `"}`},
+		{"/b64", base64.StdEncoding.EncodeToString([]byte(ph))},
+		{"/gzip", `{"text":"` + ph + `"}`},
+	} {
+		resp, body := post(tt.path)
+		if resp.StatusCode != 200 || body != tt.want {
+			t.Errorf("%s: %d %q, want %q", tt.path, resp.StatusCode, body, tt.want)
+		}
+		if got := resp.Header.Get("X-Echo"); got != "Bearer "+ph {
+			t.Errorf("%s: header %q", tt.path, got)
+		}
+		if resp.Header.Get("X-Accept-Encoding") != "identity" {
+			t.Errorf("%s: the upstream was asked for %q", tt.path, resp.Header.Get("X-Accept-Encoding"))
+		}
+	}
+	resp, body := post("/br")
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, real) {
+		t.Errorf("br: %d %q", resp.StatusCode, body)
+	}
 }

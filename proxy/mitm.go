@@ -101,15 +101,7 @@ func (c *certCache) Fetch(host string, gen func() (*tls.Certificate, error)) (*t
 // terminates reports whether TLS to host is terminated: only when a masked
 // credential is bound to it.
 func (s *Server) terminates(h netrules.Host) bool {
-	if s.CA == nil {
-		return false
-	}
-	for _, sec := range s.Secrets {
-		if sec.Placeholder != "" && bound(sec, h) {
-			return true
-		}
-	}
-	return false
+	return s.CA != nil && len(s.boundTo(h)) > 0
 }
 
 func (s *Server) mitmAction() *goproxy.ConnectAction {
