@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostListener is a Unix stream socket on the host that counts the
@@ -204,5 +206,90 @@ func TestUnixSocketRaces(t *testing.T) {
 	r = e.sbx("run", "--timeout", "30s", "--", "python3", "unixbacklog.py")
 	if r.code != 0 || !strings.Contains(r.stdout, "all done: True 5") {
 		t.Errorf("backlog script: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestAllowedSocketCannotBeSwapped: an allowed host socket under a path
+// the command can change (the sandbox's /tmp) is allowed by what it was
+// when the run started: renaming its folder and putting a link to another
+// host socket there reaches nothing.
+func TestAllowedSocketCannotBeSwapped(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "python3")
+	tmpDir, err := os.MkdirTemp("/tmp", "sbx-it-allowed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmpDir)
+	os.Chmod(tmpDir, 0o755)
+	varDir, err := os.MkdirTemp("/var/tmp", "sbx-it-other-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(varDir)
+	os.Chmod(varDir, 0o755)
+	allowed, other := listenOnHost(t, tmpDir, "X0"), listenOnHost(t, varDir, "other.sock")
+	script := fmt.Sprintf(`import os, socket
+os.rename(%[1]q, %[1]q + ".moved")
+os.mkdir(%[1]q)
+os.symlink(%[2]q, %[3]q)
+for p in (%[3]q, %[2]q):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(p)
+        print("connected", p)
+    except OSError as e:
+        print("refused", p, e.errno)
+`, tmpDir, other.path, allowed.path)
+	r := e.sbx("run", "--settings", fmt.Sprintf(`{"sandbox":{"network":{"allowUnixSockets":[%q]}}}`, allowed.path),
+		"--", "python3", "-c", script)
+	if n := other.accepted.Load(); n != 0 {
+		t.Fatalf("a host socket that is not allowed accepted %d connections\nstdout:\n%s\nstderr:\n%s", n, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "connected") {
+		t.Errorf("a connect succeeded:\n%s\n%s", r.stdout, r.stderr)
+	}
+}
+
+// TestHostSocketAsStdinReachesNothing: a socket of the host's network
+// namespace handed to the command as stdin cannot be connected to the
+// host's abstract names.
+func TestHostSocketAsStdinReachesNothing(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "python3")
+	name := fmt.Sprintf("@sbx-it-abstract-%d", os.Getpid())
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin := os.NewFile(uintptr(fd), "host-socket")
+	defer stdin.Close()
+	script := fmt.Sprintf(`import socket
+s = socket.socket(fileno=0)
+try:
+    s.connect("\0%s")
+    print("connected")
+except OSError as e:
+    print("refused", e.errno)
+`, name[1:])
+	r := e.sbxIn(stdin, "run", "--", "python3", "-c", script)
+	if n := accepted.Load(); n != 0 || !strings.Contains(r.stdout, "refused 1") {
+		t.Errorf("host abstract socket accepted %d; stdout:\n%s\nstderr:\n%s", n, r.stdout, r.stderr)
 	}
 }

@@ -172,7 +172,7 @@ func checkUnixSockets() Check {
 	c := Check{Name: "unix sockets"}
 	if err := probeSupervisor(); err != nil {
 		c.Detail = "refused in the sandbox: no connect supervisor here (" + err.Error() + ")"
-		c.Fix = "use Linux 5.8 or later, outside another sandbox that supervises system calls (seccomp user notification, pidfd_getfd)"
+		c.Fix = "use Linux 5.14 or later, outside another sandbox that supervises system calls (seccomp user notification, pidfd_getfd)"
 		return c
 	}
 	c.OK = true

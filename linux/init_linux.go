@@ -274,11 +274,14 @@ func installFilter(spec *InitSpec) error {
 	if err != nil {
 		return err
 	}
-	listener, serr := seccomp.InstallThreadListener(prog)
+	// What the supervisor compares against is recorded first; without it
+	// (a kernel before 5.14) the stricter program is loaded instead.
+	sup, serr := newSupervisor(-1, spec)
 	if serr == nil {
-		sup := &supervisor{listener: listener, diag: -1, allowed: spec.UnixSockets, all: spec.AllUnixSockets}
-		go sup.serve()
-		return nil
+		if sup.listener, serr = seccomp.InstallThreadListener(prog); serr == nil {
+			go sup.serve()
+			return nil
+		}
 	}
 	if prog, err = seccomp.Native(seccomp.Strict); err != nil {
 		return err

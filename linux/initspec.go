@@ -91,6 +91,9 @@ type InitSpec struct {
 	// are always allowed.
 	UnixSockets    []string `json:"unixSockets,omitempty"`
 	AllUnixSockets bool     `json:"allUnixSockets,omitempty"`
+	// Direct are the writable folders bound straight from the host (the
+	// toolchain caches): no socket there counts as the sandbox's own.
+	Direct []string `json:"direct,omitempty"`
 }
 
 // Exit statuses the init uses for its own failures, as a shell does.

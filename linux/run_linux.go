@@ -431,6 +431,9 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil,
 		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets}
+	for _, c := range r.spec.FS.Caches {
+		init.Direct = append(init.Direct, c.Path)
+	}
 	if l := r.spec.Limits; l.MaxCPU > 0 || l.MaxOpenFiles > 0 {
 		init.CPUSeconds = uint64((l.MaxCPU + time.Second - 1) / time.Second)
 		init.OpenFiles = uint64(l.MaxOpenFiles)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -49,11 +50,21 @@ import (
 // SO_PEERCRED (the uid and gid are the command's).
 type supervisor struct {
 	listener int
-	// allowed are host socket paths the command may connect to
-	// (sandbox.network.allowUnixSockets), as seen in the sandbox.
-	allowed []string
+	// allowed are the host sockets the command may connect to
+	// (sandbox.network.allowUnixSockets), by the identity their paths had
+	// before the command started: a path the command can rename around
+	// later names nothing.
+	allowed map[fileID]bool
 	// all allows every Unix socket (sandbox.network.allowAllUnixSockets).
 	all bool
+	// direct are the superblocks of the writable folders bound straight
+	// from the host (the toolchain caches): a socket the command binds
+	// there shares its superblock, and on btrfs or XFS its inode numbers,
+	// with host files, so no match there proves a socket is the sandbox's.
+	direct map[uint64]bool
+	// netns is the cookie of the sandbox's network namespace: a socket
+	// of another namespace (one handed in as stdio) is never connected.
+	netns uint64
 
 	// mounts maps mount ids to superblock devices; diag is a netlink
 	// sock_diag socket kept open. Both are used by the receiving
@@ -61,8 +72,53 @@ type supervisor struct {
 	mounts map[uint64]uint64
 	diag   int
 
+	// inFlight counts the connects being performed.
+	inFlight atomic.Int32
+
 	mu      sync.Mutex
 	refused map[string]bool
+}
+
+// fileID is a file's identity as stat reports it.
+type fileID struct{ dev, ino uint64 }
+
+// maxInFlight bounds the connects the supervisor performs at once (each
+// holds a thread and two descriptors of the init, outside the command's
+// cgroup); past it a connect fails with EAGAIN.
+const maxInFlight = 256
+
+// newSupervisor records, before the command starts, what the decisions
+// compare against: the allowed sockets' identities, the superblocks of
+// the direct binds, the sandbox's network namespace.
+func newSupervisor(listener int, spec *InitSpec) (*supervisor, error) {
+	s := &supervisor{listener: listener, diag: -1, all: spec.AllUnixSockets, allowed: map[fileID]bool{}, direct: map[uint64]bool{}}
+	for _, p := range spec.UnixSockets {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			s.allowed[fileID{st.Dev, st.Ino}] = true
+		}
+	}
+	for _, p := range spec.Direct {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // absent: nothing can be bound there
+		}
+		dev, err := s.superblockDev(fd)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		s.direct[dev] = true
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("network namespace: %w", err)
+	}
+	defer unix.Close(fd)
+	if s.netns, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE); err != nil {
+		return nil, fmt.Errorf("network namespace cookie (Linux 5.14): %w", err)
+	}
+	return s, nil
 }
 
 // maxRefusedNotices bounds the lines the supervisor writes about refused
@@ -76,11 +132,9 @@ func (s *supervisor) serve() {
 	s.receive()
 }
 
-// receive receives the calls and answers each on the receiving thread,
-// which the kernel switches to from the caller and back directly. A
-// connect on a blocking socket that does not complete at once (a full
-// backlog, a slow handshake) is finished by a goroutine of its own, so
-// that no caller waits on another caller's connect.
+// receive receives the calls, decides each, and hands the connects it
+// allows to goroutines, so that no caller waits on another caller's
+// connect.
 func (s *supervisor) receive() {
 	var n seccomp.Notif
 	for {
@@ -92,16 +146,25 @@ func (s *supervisor) receive() {
 			return
 		}
 		p, errno := s.prepare(n)
-		if p != nil {
-			var done bool
-			if errno, done = p.try(); !done {
-				go func(id uint64) { _ = seccomp.Respond(s.listener, id, 0, p.finish()) }(n.ID)
-				continue
-			}
+		if p == nil {
+			// ENOENT: the caller is gone, or took a signal and makes
+			// the call again; nothing to answer.
+			_ = seccomp.Respond(s.listener, n.ID, 0, errno)
+			continue
 		}
-		// ENOENT: the caller is gone, or took a signal and makes the
-		// call again; nothing to answer.
-		_ = seccomp.Respond(s.listener, n.ID, 0, errno)
+		if s.inFlight.Add(1) > maxInFlight {
+			s.inFlight.Add(-1)
+			p.close()
+			_ = seccomp.Respond(s.listener, n.ID, 0, unix.EAGAIN)
+			continue
+		}
+		// The connect itself runs on a goroutine of its own: the caller
+		// controls its socket's blocking mode and timeouts, so any
+		// connect may block, and none may hold the receiver.
+		go func(id uint64) {
+			_ = seccomp.Respond(s.listener, id, 0, p.run())
+			s.inFlight.Add(-1)
+		}(n.ID)
 	}
 }
 
@@ -112,75 +175,14 @@ func (s *supervisor) receive() {
 type pending struct {
 	sock, target int
 	addr         []byte
-	// timeout is the socket's own send timeout (0: none), which bounds
-	// the caller's blocking connect; connecting means a TCP handshake
-	// goes on after try.
-	timeout    unix.Timeval
-	connecting bool
 }
 
-// quickConnectUsec bounds the time a connect on a blocking socket holds
-// the receiving thread.
-const quickConnectUsec = 2000
-
-// try performs the connect if it completes at once. For a blocking socket
-// the send timeout, which bounds a blocking connect, is set to
-// quickConnectUsec meanwhile and then put back.
-func (p *pending) try() (unix.Errno, bool) {
-	flags, err := unix.FcntlInt(uintptr(p.sock), unix.F_GETFL, 0)
-	if err == nil && flags&unix.O_NONBLOCK != 0 {
-		errno := rawConnect(p.sock, p.addr)
-		p.close()
-		return errno, true
-	}
-	old, err := unix.GetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO)
-	if err != nil {
-		return 0, false
-	}
-	p.timeout = *old
-	quick := unix.Timeval{Usec: quickConnectUsec}
-	if err := unix.SetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &quick); err != nil {
-		return 0, false
-	}
+// run performs the connect, releases the descriptors and returns the
+// connect's errno (0 for success).
+func (p *pending) run() unix.Errno {
 	errno := rawConnect(p.sock, p.addr)
-	_ = unix.SetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &p.timeout)
-	switch errno {
-	case unix.EINPROGRESS: // the handshake goes on
-		p.connecting = true
-		return 0, false
-	case unix.EAGAIN: // a Unix listener's full backlog: wait for room
-		return 0, false
-	}
 	p.close()
-	return errno, true
-}
-
-// finish completes a connect try left waiting, as the caller's blocking
-// connect would, and releases the descriptors.
-func (p *pending) finish() unix.Errno {
-	defer p.close()
-	if !p.connecting {
-		return rawConnect(p.sock, p.addr)
-	}
-	wait := -1
-	if p.timeout.Sec != 0 || p.timeout.Usec != 0 {
-		wait = int(p.timeout.Sec*1000 + p.timeout.Usec/1000)
-	}
-	fds := []unix.PollFd{{Fd: int32(p.sock), Events: unix.POLLOUT}}
-	for {
-		n, err := unix.Poll(fds, wait)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n == 0 {
-			return unix.EINPROGRESS // as a connect whose send timeout ran out
-		}
-		soErr, err := unix.GetsockoptInt(p.sock, unix.SOL_SOCKET, unix.SO_ERROR)
-		if err != nil {
-			return errnoOf(err, unix.EIO)
-		}
-		return unix.Errno(soErr)
-	}
+	return errno
 }
 
 func (p *pending) close() {
@@ -228,6 +230,12 @@ func (s *supervisor) prepare(n seccomp.Notif) (*pending, unix.Errno) {
 	if err != nil {
 		p.close()
 		return nil, errnoOf(err, unix.ENOTSOCK)
+	}
+	if !s.ownNamespace(sock) {
+		// A socket of the host's namespace (handed in as stdio): its
+		// abstract names and addresses are the host's.
+		p.close()
+		return nil, unix.EPERM
 	}
 	if domain != unix.AF_UNIX || len(addr) <= 2 || binary.NativeEndian.Uint16(addr) != unix.AF_UNIX || addr[2] == 0 {
 		// Another family (the kernel checks the address against the
@@ -285,15 +293,15 @@ func (s *supervisor) allow(target int, st *unix.Stat_t) (bool, string) {
 	if s.all {
 		return true, ""
 	}
-	for _, p := range s.allowed {
-		var a unix.Stat_t
-		if unix.Stat(p, &a) == nil && a.Dev == st.Dev && a.Ino == st.Ino {
-			return true, ""
-		}
+	if s.allowed[fileID{st.Dev, st.Ino}] {
+		return true, ""
 	}
 	dev, err := s.superblockDev(target)
 	if err != nil {
 		return false, err.Error()
+	}
+	if s.direct[dev] {
+		return false, "a socket on a file system bound from the host (the toolchain cache), which sbx cannot tell from a host socket"
 	}
 	inside, err := s.listenersInside()
 	if err != nil {
@@ -321,12 +329,26 @@ func (s *supervisor) notice(path, why string) {
 	fmt.Fprintf(os.Stderr, "sbx: connect to %s refused: %s\n", pipeline.Printable(path), why)
 }
 
+// ownNamespace reports whether sock belongs to the sandbox's network
+// namespace (SO_NETNS_COOKIE, Linux 5.14; no capability needed).
+func (s *supervisor) ownNamespace(sock int) bool {
+	cookie, err := unix.GetsockoptUint64(sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	return err == nil && cookie == s.netns
+}
+
 // probeSupervisor checks what the supervisor needs: pidfd_getfd, and a
 // filter with a listener on a thread of this process (the thread is
 // retired afterwards, filter and all).
 func probeSupervisor() error {
 	if _, err := unix.PidfdGetfd(-1, 0, 0); errors.Is(err, unix.ENOSYS) {
 		return errors.New("no pidfd_getfd (Linux 5.6)")
+	}
+	if fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
+		_, cerr := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		unix.Close(fd)
+		if cerr != nil {
+			return fmt.Errorf("no SO_NETNS_COOKIE (Linux 5.14): %w", cerr)
+		}
 	}
 	prog, err := seccomp.Native(seccomp.Supervised)
 	if err != nil {
