@@ -31,20 +31,22 @@ import (
 //     is still the one it read (so the pid was not reused), and connects
 //     the duplicate itself with its own copy of the address. Nothing the
 //     caller changes afterwards (the address, the descriptor table) counts.
-//   - a socket that is not AF_UNIX is connected as asked: the sandbox's
-//     network namespace has only loopback, reached directly or through the
-//     proxy bridge.
+//   - a socket of another network namespace (one handed in as stdio) is
+//     refused; any other socket that is not AF_UNIX is connected as asked:
+//     the sandbox's network namespace has only loopback, reached directly
+//     or through the proxy bridge.
 //   - an AF_UNIX address: abstract names live in the sandbox's own network
 //     namespace and are connected as asked. A path is resolved as the
 //     caller would (from the root or the caller's working directory, with
-//     /proc/self meaning the caller) to an O_PATH descriptor of the socket file, which pins
-//     the inode; the connect then goes to that inode
+//     /proc/self meaning the caller) to an O_PATH descriptor of the socket
+//     file, which pins the inode; the connect then goes to that inode
 //     (/proc/self/fd/N) and nowhere else. It is allowed when a socket of
 //     the sandbox's network namespace listens on that very inode (the
-//     kernel's unix sock_diag lists only the namespace's own sockets), or
-//     when the inode is one of the host sockets the settings allow, or
-//     when every Unix socket is allowed. Everything else is refused with
-//     EPERM: no connection reaches a host socket.
+//     kernel's unix sock_diag lists only the namespace's own sockets) on a
+//     file system of the sandbox's own, or when the inode is one of the
+//     host sockets the settings allow (as recorded before the command
+//     started), or when every Unix socket is allowed. Everything else is
+//     refused with EPERM: no connection reaches a host socket.
 //
 // The peer of a connection made by the supervisor sees the init's pid in
 // SO_PEERCRED (the uid and gid are the command's).

@@ -79,8 +79,9 @@ const (
 
 // SyncWakeUp asks the kernel (Linux 6.6) to switch straight from the
 // caller to the supervisor and back when both sides wait on each other,
-// which cuts the latency of each supervised call when the supervisor
-// answers on the thread that received the call.
+// which cuts the latency of a supervised call most when the supervisor
+// answers on the thread that received it (sbx's hands each connect to a
+// goroutine; the flag costs nothing then).
 func SyncWakeUp(fd int) error {
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ioctlNotifSetFlags, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	if e != 0 {
