@@ -290,6 +290,27 @@ func probePersistence(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	res.Steps = append(res.Steps, st)
 }
 
+// countAccepts accepts on ln until it is closed, answers each connection
+// with greeting (nil: nothing) and closes it; the count it returns is what
+// a test checks from outside the sandbox.
+func countAccepts(ln net.Listener, greeting []byte) *atomic.Int32 {
+	var n atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			if greeting != nil {
+				c.Write(greeting)
+			}
+			c.Close()
+		}
+	}()
+	return &n
+}
+
 func probeUnixSockets(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	sock := filepath.Join(p.WS, "host.sock")
 	ln, err := net.Listen("unix", sock)
@@ -298,17 +319,7 @@ func probeUnixSockets(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 		return
 	}
 	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln, nil)
 	st := p.call(ctx, "Bash", map[string]string{"command": "curl -sS -m 5 --unix-socket " + sock + " http://x/"})
 	time.Sleep(50 * time.Millisecond)
 	st.check("the connection attempt fails", st.isError(), st.content())

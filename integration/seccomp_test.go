@@ -102,12 +102,7 @@ func TestSeccompVictims(t *testing.T) {
 func TestHostDatagramSocketUnreachable(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "python3")
-	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-dgram-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	dir := hostDir(t, "/var/tmp", "sbx-it-dgram-")
 	path := filepath.Join(dir, "recv.sock")
 	recv, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {

@@ -18,30 +18,33 @@ import (
 // connections it accepts and answers each with "host".
 type hostListener struct {
 	path     string
-	accepted atomic.Int32
+	accepted *atomic.Int32
 }
 
 func listenOnHost(t *testing.T, dir, name string) *hostListener {
 	t.Helper()
-	h := &hostListener{path: filepath.Join(dir, name)}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: h.path, Net: "unix"})
+	path := filepath.Join(dir, name)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	os.Chmod(h.path, 0o777)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			h.accepted.Add(1)
-			c.Write([]byte("host"))
-			c.Close()
-		}
-	}()
-	return h
+	os.Chmod(path, 0o777)
+	return &hostListener{path: path, accepted: countAccepts(ln, []byte("host"))}
+}
+
+// hostDir makes a directory under parent that the sandbox can see and
+// the test removes; parent is outside /tmp unless the test needs the
+// host's /tmp (the sandbox's is private).
+func hostDir(t *testing.T, parent, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return dir
 }
 
 // unixClientScript tries every way the issue named to reach a host
@@ -102,12 +105,7 @@ attempt("manager", manager)
 func TestUnixSocketsInsideOnly(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "python3")
-	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-unix-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	dir := hostDir(t, "/var/tmp", "sbx-it-unix-")
 	allowed, other := listenOnHost(t, dir, "allowed.sock"), listenOnHost(t, dir, "other.sock")
 	e.write("client.py", unixClientScript)
 	want := map[string]string{"tmp": "ok inside", "workspace": "ok inside", "abstract": "ok inside", "manager": "ok v",
@@ -182,12 +180,7 @@ const s = net.createServer(c => c.end("pong")).listen(p, () =>
 func TestUnixSocketRaces(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "python3")
-	dir, err := os.MkdirTemp("/var/tmp", "sbx-it-unixrace-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	dir := hostDir(t, "/var/tmp", "sbx-it-unixrace-")
 	host := listenOnHost(t, dir, "host.sock")
 	for _, f := range []string{"unixrace.py", "unixbacklog.py"} {
 		data, err := os.ReadFile(filepath.Join("testdata", f))
@@ -216,18 +209,8 @@ func TestUnixSocketRaces(t *testing.T) {
 func TestAllowedSocketCannotBeSwapped(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "python3")
-	tmpDir, err := os.MkdirTemp("/tmp", "sbx-it-allowed-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmpDir)
-	os.Chmod(tmpDir, 0o755)
-	varDir, err := os.MkdirTemp("/var/tmp", "sbx-it-other-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(varDir)
-	os.Chmod(varDir, 0o755)
+	tmpDir := hostDir(t, "/tmp", "sbx-it-allowed-")
+	varDir := hostDir(t, "/var/tmp", "sbx-it-other-")
 	allowed, other := listenOnHost(t, tmpDir, "X0"), listenOnHost(t, varDir, "other.sock")
 	script := fmt.Sprintf(`import os, socket
 os.rename(%[1]q, %[1]q + ".moved")
@@ -263,17 +246,7 @@ func TestHostSocketAsStdinReachesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln, nil)
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

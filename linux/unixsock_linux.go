@@ -127,17 +127,10 @@ func newSupervisor(listener int, spec *InitSpec) (*supervisor, error) {
 // sockets, so a tool probing many paths cannot flood the output.
 const maxRefusedNotices = 8
 
-// serve receives and answers the stopped connect calls until the
-// listener fails.
+// serve receives the calls until the listener fails, decides each, and
+// hands the connects it allows to goroutines, so that no caller waits on
+// another caller's connect.
 func (s *supervisor) serve() {
-	_ = seccomp.SyncWakeUp(s.listener)
-	s.receive()
-}
-
-// receive receives the calls, decides each, and hands the connects it
-// allows to goroutines, so that no caller waits on another caller's
-// connect.
-func (s *supervisor) receive() {
 	var n seccomp.Notif
 	for {
 		if err := seccomp.Recv(s.listener, &n); err != nil {

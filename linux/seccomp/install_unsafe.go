@@ -70,25 +70,8 @@ type notifResp struct {
 	Flags uint32
 }
 
-// SECCOMP_IOCTL_NOTIF_ID_VALID, _IOW('!', 2, __u64), and
-// SECCOMP_IOCTL_NOTIF_SET_FLAGS, _IOW('!', 4, __u64).
-const (
-	ioctlNotifIDValid  = 0x40082102
-	ioctlNotifSetFlags = 0x40082104
-)
-
-// SyncWakeUp asks the kernel (Linux 6.6) to switch straight from the
-// caller to the supervisor and back when both sides wait on each other,
-// which cuts the latency of a supervised call most when the supervisor
-// answers on the thread that received it (sbx's hands each connect to a
-// goroutine; the flag costs nothing then).
-func SyncWakeUp(fd int) error {
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ioctlNotifSetFlags, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+// SECCOMP_IOCTL_NOTIF_ID_VALID, _IOW('!', 2, __u64).
+const ioctlNotifIDValid = 0x40082102
 
 // Recv waits for the next stopped call on the listener fd. It fails with
 // ENOENT when the call was withdrawn before it could be read (the caller
