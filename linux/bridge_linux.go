@@ -23,15 +23,16 @@ func startBridge(b *BridgeSpec) error {
 	if b == nil {
 		return nil
 	}
+	admit := proxy.NewAdmission(maxRelays)
 	for _, port := range []int{b.HTTPPort, b.SOCKSPort} {
 		ln4, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			return fmt.Errorf("bridge: %w", err)
 		}
-		go serveBridge(ln4, b.Socket)
+		go serveBridge(ln4, b.Socket, admit)
 		// IPv6 loopback is best effort: a kernel without IPv6 has none.
 		if ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(port))); err == nil {
-			go serveBridge(ln6, b.Socket)
+			go serveBridge(ln6, b.Socket, admit)
 		} else if !errors.Is(err, syscall.EADDRNOTAVAIL) && !errors.Is(err, syscall.EAFNOSUPPORT) {
 			return fmt.Errorf("bridge: %w", err)
 		}
@@ -39,7 +40,12 @@ func startBridge(b *BridgeSpec) error {
 	return nil
 }
 
-func serveBridge(ln net.Listener, socket string) {
+// maxRelays bounds the bridge's open relays (two descriptors each in the
+// init): twice the proxy's own default bound, so that past it the proxy,
+// not the bridge, is the one that answers.
+const maxRelays = 1024
+
+func serveBridge(ln net.Listener, socket string, admit *proxy.Admission) {
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
@@ -53,7 +59,11 @@ func serveBridge(ln net.Listener, socket string) {
 			continue
 		}
 		backoff = 0
+		if !admit.Admit(c) {
+			continue
+		}
 		go func() {
+			defer admit.Release()
 			defer c.Close()
 			up, err := net.Dial("unix", socket)
 			if err != nil {

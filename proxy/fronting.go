@@ -146,9 +146,12 @@ type firstCheck struct {
 	err     error
 }
 
-// httpStart reports whether b starts (after empty lines) like an HTTP
-// request line: a method token and a space; more is set while b is too
-// short to tell.
+// httpStart reports whether b starts (after empty lines) with an HTTP
+// request line: a method token, a space, and a line that names an HTTP
+// version or an absolute URI (HTTP/0.9 has no Host header, so a bare path
+// can only reach the decided host). more is set while the first line is
+// incomplete. A line protocol (SMTP's "EHLO x", "ping 1") passes as
+// opaque instead of waiting for a head that never comes.
 func httpStart(b []byte) (yes, more bool) {
 	b = bytes.TrimLeft(b, "\r\n")
 	for i, c := range b {
@@ -156,7 +159,14 @@ func httpStart(b []byte) (yes, more bool) {
 		case c == ' ' || c == '\t':
 			// A tab: servers may take it for the space (RFC 9112);
 			// the head parser then refuses it.
-			return i > 0, false
+			if i == 0 {
+				return false, false
+			}
+			line, _, complete := bytes.Cut(b, []byte("\n"))
+			if !complete {
+				return true, true
+			}
+			return bytes.Contains(bytes.ToUpper(line), []byte("HTTP/")) || bytes.Contains(line, []byte("://")), false
 		case c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c)):
 		default:
 			return false, false

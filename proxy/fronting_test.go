@@ -213,3 +213,27 @@ func TestTunnelStreamStopsOnClose(t *testing.T) {
 		t.Errorf("%d goroutines after 20 closed tunnels, %d before", n, before)
 	}
 }
+
+func TestHTTPStart(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		yes, more bool
+	}{
+		{"GET / HTTP/1.1\r\n", true, false},
+		{"\r\nPROPFIND /x http/1.1\n", true, false},
+		{"GET http://other.example/\n", true, false}, // HTTP/0.9, absolute URI
+		{"GET / HTTP/1.1", true, true},
+		{"GET", false, true},
+		{"EHLO client.example\r\n", false, false},
+		{"ping 0\n", false, false},
+		{"GET /\n", false, false}, // HTTP/0.9: no Host, the decided server
+		{" GET / HTTP/1.1\r\n", false, false},
+		{"\x16\x03\x01", false, false},
+		{"GET\t/ HTTP/1.1\r\n", true, false},
+	} {
+		yes, more := httpStart([]byte(tc.in))
+		if yes != tc.yes || more != tc.more {
+			t.Errorf("httpStart(%q) = %v, %v; want %v, %v", tc.in, yes, more, tc.yes, tc.more)
+		}
+	}
+}

@@ -91,7 +91,7 @@ type Server struct {
 	gp      *goproxy.ProxyHttpServer
 	hs      *http.Server
 	httpLn  *chanListener
-	sem     chan struct{}
+	admit   *Admission
 	mu      sync.Mutex
 	lns     []net.Listener
 	conns   map[net.Conn]struct{}
@@ -105,7 +105,7 @@ func (s *Server) init() {
 		if n <= 0 {
 			n = 512
 		}
-		s.sem = make(chan struct{}, n)
+		s.admit = NewAdmission(n)
 		s.conns = map[net.Conn]struct{}{}
 		s.ownAddr = map[netip.Addr]bool{}
 		own := s.OwnAddrs
@@ -177,10 +177,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			go refuseOverLimit(c, cap(s.sem))
+		if !s.admit.Admit(c) {
 			continue
 		}
 		s.track(c, true)
@@ -203,9 +200,9 @@ func Temporary(err error) bool {
 	return false
 }
 
-// refuseOverLimit answers a connection past MaxConns in its own protocol
+// RefuseOverLimit answers a connection past MaxConns in its own protocol
 // (SOCKS5: no acceptable method; HTTP: 503 naming the limit) and closes it.
-func refuseOverLimit(c net.Conn, limit int) {
+func RefuseOverLimit(c net.Conn, limit int) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	var b [1]byte
@@ -245,7 +242,15 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) serveConn(c net.Conn) {
-	defer func() { <-s.sem }()
+	// The slot is given back when the connection closes: here for
+	// SOCKS5 and early failures, in frontConn.Close for HTTP (the HTTP
+	// server and goproxy's tunnels keep it after serveConn returns).
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			s.admit.Release()
+		}
+	}()
 	br := bufio.NewReaderSize(c, 16<<10)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	first, err := br.Peek(1)
@@ -263,7 +268,8 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	// HTTP: the framer checks each request head; the HTTP server (and
 	// goproxy) does the rest.
-	fc := &frontConn{Conn: c, f: newFramer(br), done: func() { s.track(c, false) }}
+	fc := &frontConn{Conn: c, f: newFramer(br), done: func() { s.track(c, false); s.admit.Release() }}
+	handedOver = true
 	if !s.httpLn.deliver(fc) {
 		fc.Close()
 	}
