@@ -38,14 +38,15 @@ func Program(goarch string, v Variant) ([]Instruction, error) {
 	if !ok || len(raw) == 0 {
 		return nil, fmt.Errorf("%w (%s, %s)", ErrNoProgram, goarch, v)
 	}
-	return decode(raw)
+	return Decode(raw)
 }
 
 // Native returns the compiled filter of a variant for the running
 // architecture.
 func Native(v Variant) ([]Instruction, error) { return Program(runtime.GOARCH, v) }
 
-func decode(raw []byte) ([]Instruction, error) {
+// Decode reads a program laid out as struct sock_filter entries.
+func Decode(raw []byte) ([]Instruction, error) {
 	if len(raw)%8 != 0 {
 		return nil, fmt.Errorf("seccomp: program length %d is not a multiple of 8", len(raw))
 	}

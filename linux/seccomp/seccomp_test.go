@@ -192,17 +192,22 @@ func TestFilterDecisions(t *testing.T) {
 		})
 	}
 	// Calls newer than the rules: open_tree_attr refused, numbers above
-	// it ENOSYS (amd64 only: libseccomp cannot translate them for arm64).
-	for _, tt := range []struct {
-		nr   uint32
-		want uint32
-	}{{467, retEPERM}, {468, retENOSYS}, {500, retENOSYS}, {1023, retENOSYS}, {466, retAllow}} {
-		t.Run(fmt.Sprintf("amd64/nr %d", tt.nr), func(t *testing.T) {
-			got, _ := vm(t, "amd64", Strict).Run(seccompData(tt.nr, arches["amd64"].audit))
-			if uint32(got) != tt.want {
-				t.Errorf("syscall %d = %#x, want %#x", tt.nr, uint32(got), tt.want)
+	// it ENOSYS, in both programs of both architectures (arm64's rules by
+	// number are inserted in front of what libseccomp builds).
+	for _, goarch := range []string{"amd64", "arm64"} {
+		for _, variant := range Variants {
+			for _, tt := range []struct {
+				nr   uint32
+				want uint32
+			}{{467, retEPERM}, {468, retENOSYS}, {500, retENOSYS}, {1023, retENOSYS}, {1024, retAllow}, {466, retAllow}} {
+				t.Run(fmt.Sprintf("%s/%s/nr %d", goarch, variant, tt.nr), func(t *testing.T) {
+					got, _ := vm(t, goarch, variant).Run(seccompData(tt.nr, arches[goarch].audit))
+					if uint32(got) != tt.want {
+						t.Errorf("syscall %d = %#x, want %#x", tt.nr, uint32(got), tt.want)
+					}
+				})
 			}
-		})
+		}
 	}
 	t.Run("amd64/x32 killed", func(t *testing.T) {
 		got, _ := vm(t, "amd64", Strict).Run(seccompData(0x40000000|41, arches["amd64"].audit, 1))
@@ -308,5 +313,54 @@ func TestNativeProgram(t *testing.T) {
 		if err == nil {
 			t.Fatal("no error on an architecture without a filter")
 		}
+	}
+}
+
+func TestInsertByNumber(t *testing.T) {
+	// ld arch; jne arch → kill; ld nr; jeq 1 → errno; ret allow; ret errno; ret kill
+	prog := []Instruction{
+		{Code: 0x20, K: 4},
+		{Code: 0x15, Jt: 0, Jf: 4, K: 0xc00000b7},
+		{Code: opLdNr, K: 0},
+		{Code: 0x15, Jt: 1, Jf: 0, K: 1},
+		{Code: opRet, K: retAllow},
+		{Code: opRet, K: retEPERM},
+		{Code: opRet, K: retKillProcess},
+	}
+	rules := []Rule{{Nr: 10, Why: "x"}, {Nr: 11, Action: ENOSYS}, {Nr: 12, Action: ENOSYS}, {Nr: 14, Action: ENOSYS}}
+	got, err := InsertByNumber(prog, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []bpf.Instruction
+	for _, p := range got {
+		ins = append(ins, bpf.RawInstruction{Op: p.Code, Jt: p.Jt, Jf: p.Jf, K: p.K}.Disassemble())
+	}
+	v, err := bpf.NewVM(ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ nr, arch, want uint32 }{
+		{0, 0xc00000b7, retAllow}, {1, 0xc00000b7, retEPERM}, {10, 0xc00000b7, retEPERM},
+		{11, 0xc00000b7, retENOSYS}, {12, 0xc00000b7, retENOSYS}, {13, 0xc00000b7, retAllow},
+		{14, 0xc00000b7, retENOSYS}, {15, 0xc00000b7, retAllow}, {0, 0xc000003e, retKillProcess},
+	} {
+		if r, _ := v.Run(seccompData(tt.nr, tt.arch)); uint32(r) != tt.want {
+			t.Errorf("nr %d arch %#x = %#x, want %#x", tt.nr, tt.arch, uint32(r), tt.want)
+		}
+	}
+	if back, _ := Decode(Encode(got)); !cmp.Equal(back, got) {
+		t.Error("Encode and Decode disagree")
+	}
+	far := append([]Instruction(nil), prog...)
+	far[1].Jf = 250
+	if _, err := InsertByNumber(far, rules); err == nil {
+		t.Error("a jump past 255 was accepted")
+	}
+	if _, err := InsertByNumber(prog, []Rule{{Nr: 3, Conds: []Cond{{Arg: 0}}}}); err == nil {
+		t.Error("a rule with conditions was inserted by number")
+	}
+	if _, err := InsertByNumber(prog[:2], rules); err == nil {
+		t.Error("a program that never loads the number was patched")
 	}
 }

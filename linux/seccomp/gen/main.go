@@ -6,7 +6,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -60,7 +62,7 @@ func build(arch libseccomp.ScmpArch, v seccomp.Variant, path string) error {
 	if err := f.SetNoNewPrivsBit(false); err != nil {
 		return err
 	}
-	skipped := 0
+	var byNumber []seccomp.Rule
 	for _, r := range seccomp.Rules(v) {
 		// Rules take the native architecture's number; libseccomp translates
 		// it by name for the filter's architecture.
@@ -69,9 +71,9 @@ func build(arch libseccomp.ScmpArch, v seccomp.Variant, path string) error {
 		if (err != nil || r.Syscall == "") && r.Nr != 0 {
 			if native != arch {
 				// libseccomp translates numbers for a foreign architecture
-				// by name, and knows none for this one: the rule is left
-				// out there (said in the README and by sbx doctor).
-				skipped++
+				// by name, and knows none for this one: the rule goes in
+				// front of the program it exports.
+				byNumber = append(byNumber, r)
 				continue
 			}
 			nr, err, exact = libseccomp.ScmpSyscall(r.Nr), nil, true
@@ -117,18 +119,56 @@ func build(arch libseccomp.ScmpArch, v seccomp.Variant, path string) error {
 			return fmt.Errorf("%s (nr %d): %w", r.Syscall, nr, err)
 		}
 	}
-	if skipped > 0 {
-		fmt.Fprintf(os.Stderr, "gen %s %s: %d rules by number only left out (libseccomp cannot translate them)\n", arch, v, skipped)
+	var buf bytes.Buffer
+	if err := exportBPF(f, &buf); err != nil {
+		return err
 	}
+	raw := buf.Bytes()
+	if len(byNumber) > 0 {
+		prog, err := seccomp.Decode(raw)
+		if err != nil {
+			return err
+		}
+		if prog, err = seccomp.InsertByNumber(prog, byNumber); err != nil {
+			return err
+		}
+		raw = seccomp.Encode(prog)
+	}
+	return writeFile(path, raw)
+}
+
+// exportBPF writes the filter's program to w (libseccomp exports only to
+// a file).
+func exportBPF(f *libseccomp.ScmpFilter, w io.Writer) error {
+	tmp, err := os.CreateTemp("", "sbx-bpf-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := f.ExportBPF(tmp); err != nil {
+		return err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err = io.Copy(w, tmp)
+	return err
+}
+
+// writeFile replaces path with data atomically.
+func writeFile(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".bpf-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := f.ExportBPF(tmp); err != nil {
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
 		return err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
