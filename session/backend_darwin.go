@@ -29,3 +29,7 @@ func newExecutor(o *Options, _ *settings.Settings, stateDir string, audit *Audit
 // Reexec does nothing on macOS, where sbx has no re-exec entry points;
 // call it first in main all the same.
 func Reexec() {}
+
+// insideSandbox is false on macOS, where the marker cannot be verified:
+// a nested sandbox-exec is refused by the kernel instead (fail closed).
+func insideSandbox(func(string) string) bool { return false }

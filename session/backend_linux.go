@@ -4,6 +4,7 @@ package session
 
 import (
 	"os"
+	"strings"
 
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -43,4 +44,19 @@ func Reexec() {
 	case linux.TxHelperArg:
 		os.Exit(linux.TxHelper(os.Args[2:]))
 	}
+}
+
+// insideSandbox reports whether this process runs in an sbx sandbox: the
+// marker is set and the pid namespace's init is sbx's (which nothing on the
+// host can fake).
+func insideSandbox(getenv func(string) string) bool {
+	if getenv(InsideMarker) != "1" {
+		return false
+	}
+	b, err := os.ReadFile("/proc/1/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(b), "\x00")
+	return len(args) > 1 && args[1] == linux.InitArg
 }

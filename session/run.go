@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
-// Command is what Run runs: a shell string (Shell), or an argv.
+// Command is what Run runs: a shell string (Shell), or an argv; Dir is its
+// working directory ("" means the workspace).
 type Command struct {
 	Shell string
 	Argv  []string
+	Dir   string
 }
 
 // text is the command as the gate sees it, as a Bash tool call: the shell
@@ -77,7 +80,7 @@ type Outcome struct {
 // cannot be built) or the sandbox failed; the command's own failure is in
 // the Outcome.
 func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Outcome, error) {
-	if en := s.st.Enabled; en.Set && !en.V && !s.opts.Unsandboxed {
+	if en := s.st.Enabled; en.Set && !en.V && !s.opts.Unsandboxed && !s.opts.DecidedUpstream {
 		return nil, fmt.Errorf("%w: sandbox.enabled is false in %s; sbx runs without a sandbox only when asked to (--unsandboxed)", ErrNotSandboxed, en.File.Path)
 	}
 	text, err := c.text()
@@ -93,12 +96,9 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 		return nil, err
 	}
 	input, _ := json.Marshal(map[string]string{"command": text})
-	v, err := sb.runner.Decide(ctx, &pipeline.Call{ID: "sbx-run", Tool: "Bash", Input: input})
+	v, err := s.decide(ctx, sb, input)
 	if err != nil {
 		return nil, err
-	}
-	if v.Decision != pipeline.DecisionAllow {
-		return nil, &DeniedError{v}
 	}
 	out := &Outcome{Verdict: v, Timeout: sb.limits.Timeout}
 	if !bytes.Equal(v.Input, input) {
@@ -110,10 +110,14 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 		out.Rewritten = in.Command
 		argv = []string{ShellPath(), "-c", in.Command}
 	}
-	spec := &pipeline.Spec{Argv: argv, Env: sb.env, Dir: s.dir, FS: sb.fs, Net: sb.net, Timeout: sb.limits.Timeout,
+	dir := s.dir
+	if c.Dir != "" {
+		dir = c.Dir
+	}
+	spec := &pipeline.Spec{Argv: argv, Env: sb.env, Dir: dir, FS: sb.fs, Net: sb.net, Timeout: sb.limits.Timeout,
 		Limits: sb.limits.Limits, Discard: s.opts.Discard, Secrets: sb.secrets, Platform: s.platform()}
 	exe := sb.exec
-	if s.opts.Unsandboxed {
+	if s.opts.Unsandboxed && !s.opts.DecidedUpstream {
 		if sb.limits.Limits != (pipeline.Limits{}) || sb.limits.MaxOutput > 0 {
 			return nil, errors.New("resource limits need the sandbox; --unsandboxed honours only --timeout")
 		}
@@ -127,6 +131,24 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 	}
 	out.Result = *res
 	return out, nil
+}
+
+// decide is the gate's verdict on a Bash call, or, for a session whose
+// caller decided already, an allow that says so. A verdict other than
+// allow is a *DeniedError.
+func (s *Session) decide(ctx context.Context, sb *sandbox, input json.RawMessage) (*pipeline.Verdict, error) {
+	if s.opts.DecidedUpstream {
+		return &pipeline.Verdict{Decision: pipeline.DecisionAllow, Reason: "decided by the caller (Claude Code's own rules and hooks)",
+			Source: "upstream", Input: input, Sandboxed: true}, nil
+	}
+	v, err := sb.runner.Decide(ctx, &pipeline.Call{ID: "sbx-run", Tool: "Bash", Input: input})
+	if err != nil {
+		return nil, err
+	}
+	if v.Decision != pipeline.DecisionAllow {
+		return nil, &DeniedError{v}
+	}
+	return v, nil
 }
 
 // streams puts the redaction and the output cap around the command's
@@ -143,11 +165,22 @@ func (s *Session) streams(sb *sandbox, stdio pipeline.Stdio) (pipeline.Stdio, fu
 		closers = append(closers, rw)
 		return rw
 	}
-	stdio.Stdout, stdio.Stderr = wrap(stdio.Stdout), wrap(stdio.Stderr)
+	// One stream behind both (Claude Code's output file, `2>&1`): one
+	// writer, so the sandbox gets one pipe and the order is kept.
+	merged := sameStream(stdio.Stdout, stdio.Stderr)
+	stdio.Stdout = wrap(stdio.Stdout)
+	stdio.Stderr = wrap(stdio.Stderr)
+	if merged {
+		stdio.Stderr = stdio.Stdout
+	}
 	var c *pipeline.Cap
 	if max := sb.limits.MaxOutput; max > 0 {
 		c = pipeline.NewCap(max)
-		stdio.Stdout, stdio.Stderr = c.Writer(stdio.Stdout), c.Writer(stdio.Stderr)
+		stdio.Stdout = c.Writer(stdio.Stdout)
+		stdio.Stderr = stdio.Stdout
+		if !merged {
+			stdio.Stderr = c.Writer(stdio.Stderr)
+		}
 	}
 	return stdio, func(res *pipeline.Result) {
 		for _, cl := range closers {
@@ -167,6 +200,25 @@ func (s *Session) streams(sb *sandbox, stdio pipeline.Stdio) (pipeline.Stdio, fu
 		}
 	}
 }
+
+// sameStream reports whether two writers are one stream: the same value,
+// or files open on the same file.
+func sameStream(a, b io.Writer) bool {
+	fa, ok1 := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok1 || !ok2 {
+		return a != nil && b != nil && isComparable(a) && isComparable(b) && a == b
+	}
+	if fa == fb {
+		return true
+	}
+	sa, err1 := fa.Stat()
+	sb, err2 := fb.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// isComparable reports whether == on w cannot panic.
+func isComparable(w io.Writer) bool { return reflect.TypeOf(w).Comparable() }
 
 // explain adds what the user can do to a sandbox that cannot be built.
 func (s *Session) explain(err error) error {

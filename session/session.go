@@ -72,6 +72,12 @@ type Options struct {
 	// Unsandboxed runs Run's command WITHOUT a sandbox (an explicit
 	// opt-out; tool calls are never run unsandboxed).
 	Unsandboxed bool
+	// DecidedUpstream says the caller has already decided that Run's
+	// command may run (Claude Code, whose own rules and hooks ran before it
+	// called `sbx claude-shell`): Run skips the gate (no rules, no hooks,
+	// no prompt) and always sandboxes, whatever sandbox.enabled says (in
+	// Claude Code's files that key is Claude Code's own sandbox).
+	DecidedUpstream bool
 	// AuditFile, when set, receives every decision the sandbox makes as JSON
 	// Lines (network, refused writes, limits).
 	AuditFile string
@@ -147,6 +153,9 @@ func Open(o Options) (*Session, error) {
 		return nil, err
 	}
 	for _, w := range s.st.Warnings {
+		if o.DecidedUpstream && gateKey(w.Key) {
+			continue // the caller's own gate decides; these keys are not used here
+		}
 		s.warn(w.String())
 	}
 	gate, err := pipeline.NewGate(pipeline.GateOptions{Settings: s.st, Cwd: s.dir, Home: s.home, Mode: o.Mode,
@@ -155,10 +164,18 @@ func Open(o Options) (*Session, error) {
 		return nil, err
 	}
 	for _, w := range gate.Warnings {
-		s.warn(w)
+		if !o.DecidedUpstream {
+			s.warn(w)
+		}
 	}
 	s.gate = gate
 	return s, nil
+}
+
+// gateKey reports whether a settings key configures the gate (rules,
+// hooks, modes) rather than the sandbox.
+func gateKey(key string) bool {
+	return key == "hooks" || strings.HasPrefix(key, "hooks.") || key == "permissions" || strings.HasPrefix(key, "permissions.")
 }
 
 func (s *Session) warn(msg string) {
@@ -237,6 +254,9 @@ func (s *Session) prepare() (*sandbox, error) {
 }
 
 func (s *Session) build() (*sandbox, error) {
+	if insideSandbox(s.getenv) && s.opts.Executor == nil {
+		return nil, ErrNested
+	}
 	sb := &sandbox{}
 	fsf := s.opts.FS
 	fsf.StateDir = s.StateDir()
@@ -331,6 +351,10 @@ func (s *Session) platform() pipeline.Platform {
 	return p
 }
 
+// ErrNested is returned when sbx already runs inside an sbx sandbox:
+// sandboxes do not nest.
+var ErrNested = errors.New("already inside an sbx sandbox (" + InsideMarker + "=1): sandboxes do not nest; run the command directly")
+
 // ErrNotSandboxed is returned by Run when settings disable the sandbox and
 // the session is not Unsandboxed.
 var ErrNotSandboxed = errors.New("the sandbox is disabled")
@@ -342,15 +366,19 @@ func absOrEmpty(p string) string {
 	return ""
 }
 
+// InsideMarker is set in every sandboxed command's environment
+// (SBX_SANDBOX=1), so tools can tell they already run inside sbx.
+const InsideMarker = "SBX_SANDBOX"
+
 // commandEnv is the command's environment: the session's, with TMPDIR
-// pointing at the sandbox's private /tmp.
+// pointing at the sandbox's private /tmp and the inside marker set.
 func commandEnv(environ []string) []string {
-	out := make([]string, 0, len(environ)+1)
+	out := make([]string, 0, len(environ)+2)
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "TMPDIR=") {
+		if strings.HasPrefix(kv, "TMPDIR=") || strings.HasPrefix(kv, InsideMarker+"=") {
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, "TMPDIR=/tmp")
+	return append(out, "TMPDIR=/tmp", InsideMarker+"=1")
 }

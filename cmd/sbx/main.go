@@ -41,6 +41,8 @@ Usage:
   sbx tool < tool_use.json           one tool_use in, one tool_result out (Bash, sandboxed)
   sbx serve                          JSON Lines: tool_use per line in, tool_result per line out
   sbx probe [--json] [--only NAMES]  prove on this host that the sandbox holds, with evidence
+  sbx claude setup [--user] [--write]  run every Bash call of Claude Code in sbx (one setting)
+  sbx --claude-shell 'STRING'        what that setting runs (CLAUDE_CODE_SHELL_PREFIX)
   sbx doctor [--json] [--clean]      what this host supports, and why not
   sbx version
 
@@ -69,6 +71,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdServe(args[1:], stdin, stdout, stderr)
 	case "probe":
 		code, err = cmdProbe(args[1:], stdout, stderr)
+	case "claude":
+		code, err = cmdClaude(args[1:], stdout, stderr)
+	case "claude-shell", "--claude-shell":
+		code, err = cmdClaudeShell(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "sbx", version)
 		return 0
