@@ -72,7 +72,9 @@ type Config struct {
 }
 
 // namePattern marks secret-looking variable names.
-var namePattern = regexp.MustCompile(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN)(S)?($|_)`)
+// (a word of its own, or a name ending in TOKEN, SECRET or PASSWORD:
+// APITOKEN).
+var namePattern = regexp.MustCompile(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PASS|PWD|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN|WEBHOOK)(S)?($|_)|(TOKEN|SECRET|PASSWORD|PASSWD)S?$`)
 
 // locationSuffix marks names that hold where a secret is, not the secret.
 var locationSuffix = regexp.MustCompile(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|BUNDLE|REGION|ENDPOINT|ENDPOINT_URL|PROFILE)$`)
@@ -104,6 +106,7 @@ var shapes = []struct {
 	{regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`), 6},
 	{regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), 4},
 	{regexp.MustCompile(`^hf_[A-Za-z0-9]{30,}$`), 3},
+	{regexp.MustCompile(`^[rsp]k_(live|test)_[A-Za-z0-9]{10,}$`), 8},
 }
 
 // defaultHosts binds well-known tokens to the hosts they are for.

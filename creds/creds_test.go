@@ -33,6 +33,9 @@ func TestClassify(t *testing.T) {
 		{"X", "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----", true},
 		{"X", "xoxb-1234567890-abcdef", true},
 		{"X", "hello world", false},
+		{"MYSQL_PWD", "x", true}, {"DB_PASS", "x", true}, {"APITOKEN", "x", true}, {"SLACK_WEBHOOK_URL", "https://h/x", true},
+		{"STRIPE_API", "sk_live_abcdefghijklmnop", true}, {"OLDPWD", "/x", false}, {"BYPASS_CACHE", "1", false},
+		{"PASSWORD_FILE", "/run/secrets/p", false}, {"TOKENIZER", "gpt2", false},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.name, tt.value, nil); got != tt.secret {

@@ -23,6 +23,12 @@ const claudeCodeVersion = "2.1.197"
 // claudeCLI installs Claude Code from npm into a cache folder kept across
 // runs and returns its binary; without npm the test skips (fails in CI).
 func claudeCLI(t *testing.T) string {
+	return npmTool(t, "@anthropic-ai/claude-code", claudeCodeVersion, "claude")
+}
+
+// npmTool installs an npm package at a version into a cache folder kept
+// across runs (~/.cache/sbx-test) and returns the path of its binary bin.
+func npmTool(t *testing.T, pkg, version, bin string) string {
 	t.Helper()
 	requireTool(t, "npm")
 	base := os.Getenv("XDG_CACHE_HOME")
@@ -30,20 +36,19 @@ func claudeCLI(t *testing.T) string {
 		home, _ := os.UserHomeDir()
 		base = filepath.Join(home, ".cache")
 	}
-	dir := filepath.Join(base, "sbx-test", "claude-code-"+claudeCodeVersion)
-	bin := filepath.Join(dir, "node_modules", ".bin", "claude")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
+	dir := filepath.Join(base, "sbx-test", strings.NewReplacer("@", "", "/", "-").Replace(pkg)+"-"+version)
+	path := filepath.Join(dir, "node_modules", ".bin", bin)
+	if _, err := os.Stat(path); err == nil {
+		return path
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	os.MkdirAll(dir, 0o755)
-	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error",
-		"@anthropic-ai/claude-code@"+claudeCodeVersion)
+	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", pkg+"@"+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install @anthropic-ai/claude-code: %v\n%s", err, out)
+		t.Fatalf("npm install %s@%s: %v\n%s", pkg, version, err, out)
 	}
-	return bin
+	return path
 }
 
 // mockModel is a local Messages API that makes one Bash call per turn

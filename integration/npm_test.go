@@ -27,6 +27,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/pipeline"
+	"github.com/sbx-sandbox/sbx/session"
 )
 
 // npm installs from a registry double over TLS with NPM_TOKEN bound to it:
@@ -175,5 +176,62 @@ func TestToolchainCachesZeroConfig(t *testing.T) {
 		if ents, _ := os.ReadDir(filepath.Join(e.home, ".cache", "sbx", "xdg", "go-build")); len(ents) == 0 {
 			t.Error("the sandbox's Go build cache is empty")
 		}
+	}
+}
+
+// ~/.npmrc is masked, not hidden: the sandbox sees its registry= and the
+// token's placeholder, npm installs with it through the proxy, and the
+// registry gets the real token, which never reaches the sandbox.
+func TestMaskedNpmrcWithBoundToken(t *testing.T) {
+	requireTool(t, "npm")
+	e := newEnv(t)
+	real := "npm_" + strings.Repeat("Fi1e", 9)
+	var mu sync.Mutex
+	var auth []string
+	var srv *httptest.Server
+	srv = httptest.NewTLSServer(registryDouble(t, func(r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}, func() string { return strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	npmrc := fmt.Sprintf("registry=https://example.com:%d/\n//example.com:%d/:_authToken=%s\n", port, port, real)
+	if err := os.WriteFile(filepath.Join(e.home, ".npmrc"), []byte(npmrc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
+	ex := e.executor()
+	ex.UpstreamRoots = x509.NewCertPool()
+	ex.UpstreamRoots.AddCert(srv.Certificate())
+	ex.Resolve = func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	s, err := session.Open(session.Options{Dir: e.ws, Home: e.home, Executor: ex,
+		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + e.home},
+		Net:     pipeline.NetFlags{AllowDomain: []string{"example.com", fmt.Sprintf("127.0.0.1:%d", port)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out bytes.Buffer
+	res, err := s.Run(context.Background(), session.Command{Shell: "cat ~/.npmrc; npm install --no-audit --no-fund --fetch-retries=0 sbx-dep 2>&1"},
+		pipeline.Stdio{Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(out.String(), fmt.Sprintf("registry=https://example.com:%d/", port)) {
+		t.Fatalf("exit %d:\n%s", res.ExitCode, out.String())
+	}
+	if strings.Contains(out.String(), real) || !strings.Contains(out.String(), "_authToken=npm_") {
+		t.Errorf("the sandbox's ~/.npmrc is not the masked one:\n%s", out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auth) == 0 || auth[0] != "Bearer "+real {
+		t.Errorf("the registry got %q, want the real token", auth)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil {
+		t.Errorf("not installed on the host: %v", err)
 	}
 }

@@ -47,6 +47,9 @@ type PlanInput struct {
 	// EmptyFile is an empty read-only regular file on the host, bound over
 	// denyRead files.
 	EmptyFile string
+	// Masked maps a denyRead file to the host file bound over it instead of
+	// EmptyFile: its masked copy (secrets replaced by placeholders).
+	Masked map[string]string
 	// Exe is the sbx binary, bound read-only at its own path so the init can
 	// run even if its directory is hidden, and cannot be modified.
 	Exe string
@@ -109,6 +112,8 @@ func BuildPlan(in PlanInput) []Op {
 	for _, d := range pol.DenyRead {
 		if d.Dir {
 			ops = append(ops, Op{Kind: OpHide, Dst: d.Path, Why: "denyRead: " + d.Origin})
+		} else if src, ok := in.Masked[d.Path]; ok {
+			ops = append(ops, Op{Kind: OpROBind, Src: src, Dst: d.Path, Why: "credential file, secrets masked: " + d.Origin})
 		} else {
 			ops = append(ops, Op{Kind: OpROBind, Src: in.EmptyFile, Dst: d.Path, Why: "denyRead: " + d.Origin})
 		}

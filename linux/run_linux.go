@@ -173,7 +173,12 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	var socks []string
 	socks, res.Warnings = allowedSockets(s.Platform.UnixSockets, res.Warnings)
 	r.sockets = socks
+	masked, err := writeMasked(runDir, s.MaskedFiles)
+	if err != nil {
+		return nil, fmt.Errorf("linux: masked credential files: %w", err)
+	}
 	in := PlanInput{
+		Masked:       masked,
 		UnixSockets:  socks,
 		Policy:       s.FS,
 		EmptyFile:    filepath.Join(runDir, emptyFile),
@@ -411,6 +416,20 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 	}
 	r.tmpFull = st.tmpFull
 	return r.finish(waitErr, st.ran, cmd, bwrapOut.String())
+}
+
+// writeMasked writes each masked file's content into the run directory
+// (read-only) and maps its path to that copy.
+func writeMasked(runDir string, files []pipeline.MaskedFile) (map[string]string, error) {
+	out := map[string]string{}
+	for i, f := range files {
+		p := filepath.Join(runDir, fmt.Sprintf("masked-%d", i))
+		if err := os.WriteFile(p, f.Content, 0o444); err != nil {
+			return nil, err
+		}
+		out[f.Path] = p
+	}
+	return out, nil
 }
 
 // initSpec is the init's part of the run; with root, the read-only binds

@@ -159,7 +159,10 @@ func CredentialsConfig(s *settings.Settings) creds.Config {
 // with allowRead). Relative to the home directory.
 var credentialFiles = []string{".ssh", ".aws", ".config/gcloud", ".azure", ".kube", ".docker/config.json", ".netrc",
 	".git-credentials", ".config/gh", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gnupg",
-	".claude/.credentials.json", ".config/sbx/credentials.json", ".password-store", ".local/share/keyrings",
+	".claude/.credentials.json", ".config/sbx/credentials.json",
+	// Claude Code's state (an API key from /login, MCP server secrets) and
+	// every past conversation.
+	".claude.json", ".claude/projects", ".password-store", ".local/share/keyrings",
 	// Shell and REPL histories hold typed tokens.
 	".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history", ".local/share/fish/fish_history",
 	".python_history", ".node_repl_history", ".psql_history", ".mysql_history", ".sqlite_history",

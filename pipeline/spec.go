@@ -38,6 +38,16 @@ type Spec struct {
 	Secrets []*creds.Secret
 	// Platform holds the keys only some backends honour.
 	Platform Platform
+	// MaskedFiles are denyRead credential files the sandbox sees with their
+	// secrets replaced by placeholders (the Secrets above), instead of
+	// empty; a backend that cannot show them keeps them hidden.
+	MaskedFiles []MaskedFile
+}
+
+// MaskedFile is a file the sandbox sees, at Path, with Content.
+type MaskedFile struct {
+	Path    string
+	Content []byte
 }
 
 // Platform are settings only some backends honour; a backend that cannot

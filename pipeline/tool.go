@@ -78,6 +78,8 @@ type Runner struct {
 	// Platform the platform-only keys: both go into every Spec.
 	Secrets  []*creds.Secret
 	Platform Platform
+	// MaskedFiles go into every Spec (see [Spec.MaskedFiles]).
+	MaskedFiles []MaskedFile
 	// Prompt answers an "ask"; nil leaves it denied (a session that cannot
 	// prompt was already resolved by the gate).
 	Prompt Prompter
@@ -311,7 +313,7 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	// or a final error is at the end.
 	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
 	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits, Discard: r.Discard,
-		Secrets: r.Secrets, Platform: r.Platform}
+		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles}
 	if !v.Sandboxed {
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
 	}

@@ -8,6 +8,10 @@ import (
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
 
+// masksFiles says the backend can show a file with other content
+// (credential files masked rather than hidden).
+const masksFiles = false
+
 // sandboxSupported says this platform has a sandbox backend.
 const sandboxSupported = true
 

@@ -115,7 +115,7 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 		dir = c.Dir
 	}
 	spec := &pipeline.Spec{Argv: argv, Env: sb.env, Dir: dir, FS: sb.fs, Net: sb.net, Timeout: sb.limits.Timeout,
-		Limits: sb.limits.Limits, Discard: s.opts.Discard, Secrets: sb.secrets, Platform: s.platform()}
+		Limits: sb.limits.Limits, Discard: s.opts.Discard, Secrets: sb.secrets, Platform: s.platform(), MaskedFiles: sb.masked}
 	exe := sb.exec
 	if s.opts.Unsandboxed && !s.opts.DecidedUpstream {
 		if sb.limits.Limits != (pipeline.Limits{}) || sb.limits.MaxOutput > 0 {

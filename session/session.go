@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,6 +114,7 @@ type sandbox struct {
 	limits  pipeline.RunLimits
 	env     []string
 	secrets []*creds.Secret
+	masked  []pipeline.MaskedFile
 	red     *creds.Redactor
 	audit   *Audit
 	exec    pipeline.Executor
@@ -285,7 +287,13 @@ func (s *Session) build() (*sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb.env, sb.secrets, sb.red = masked.Env, masked.Secrets, creds.NewRedactor(masked.Secrets)
+	sb.env, sb.secrets = masked.Env, masked.Secrets
+	if masksFiles {
+		var fileSecrets []*creds.Secret
+		sb.masked, fileSecrets = s.maskedFiles(sb.fs)
+		sb.secrets = append(sb.secrets, fileSecrets...)
+	}
+	sb.red = creds.NewRedactor(sb.secrets)
 	for _, k := range s.platform().Unsupported() {
 		if !platformHonours(k) {
 			s.warn(k + " is not honoured on this platform; ignored (stricter)")
@@ -302,7 +310,7 @@ func (s *Session) build() (*sandbox, error) {
 	}
 	sb.exec = audited{sb.exec, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
-		Secrets: sb.secrets, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
+		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
 	return sb, nil
 }
 
@@ -337,6 +345,56 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		env = append(env, v.name+"="+filepath.Join(dir, v.sub))
 	}
 	return dir, env
+}
+
+// maskedFiles are the hidden credential files of known formats, as the
+// sandbox sees them instead (secrets replaced by placeholders bound to the
+// hosts the file names), and those secrets. A file re-opened with
+// allowRead is seen as it is; one that cannot be read as its format stays
+// hidden, with a warning.
+func (s *Session) maskedFiles(pol *fsrules.Policy) ([]pipeline.MaskedFile, []*creds.Secret) {
+	var files []pipeline.MaskedFile
+	var secrets []*creds.Secret
+	for _, rel := range creds.MaskableFiles {
+		path, err := filepath.EvalSymlinks(filepath.Join(s.home, rel))
+		if err != nil || !hiddenFile(pol, path) {
+			continue
+		}
+		data, err := readRegular(path)
+		if err == nil {
+			var m *creds.MaskedFile
+			if m, err = creds.MaskFile(rel, path, data); err == nil {
+				files = append(files, pipeline.MaskedFile{Path: path, Content: m.Content})
+				secrets = append(secrets, m.Secrets...)
+				continue
+			}
+		}
+		s.warn("~/" + rel + " stays hidden from the sandbox: " + err.Error())
+	}
+	return files, secrets
+}
+
+// hiddenFile reports whether path is a denyRead file of the policy.
+func hiddenFile(pol *fsrules.Policy, path string) bool {
+	for _, d := range pol.DenyRead {
+		if d.Path == path && !d.Dir {
+			return true
+		}
+	}
+	return false
+}
+
+// readRegular reads a regular file of at most 1 MiB.
+func readRegular(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, 1<<20+1))
 }
 
 // platform gathers the keys only some backends honour.

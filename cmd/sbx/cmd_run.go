@@ -97,7 +97,7 @@ func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio p
 		return exitSbxError, err
 	}
 	if len(names) > 0 {
-		fmt.Fprintf(stderr, "sbx: secret variables kept from the sandbox: %s\n", strings.Join(names, ", "))
+		fmt.Fprintf(stderr, "sbx: secrets kept from the sandbox: %s\n", strings.Join(names, ", "))
 	}
 	if unsandboxed {
 		fmt.Fprintln(stderr, "sbx: warning: --unsandboxed: the command runs WITHOUT a sandbox if the gate allows it")

@@ -40,6 +40,7 @@ Usage:
   sbx check --tool NAME --input JSON  the permission decision only, with the rule and its source
   sbx tool < tool_use.json           one tool_use in, one tool_result out (Bash, sandboxed)
   sbx serve                          JSON Lines: tool_use per line in, tool_result per line out
+  sbx mcp                            an MCP server (stdio): a sandboxed bash tool and read_file
   sbx probe [--json] [--only NAMES]  prove on this host that the sandbox holds, with evidence
   sbx claude setup [--user] [--write]  run every Bash call of Claude Code in sbx (one setting)
   sbx --claude-shell 'STRING'        what that setting runs (CLAUDE_CODE_SHELL_PREFIX)
@@ -71,6 +72,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdServe(args[1:], stdin, stdout, stderr)
 	case "probe":
 		code, err = cmdProbe(args[1:], stdout, stderr)
+	case "mcp":
+		code, err = cmdMCP(args[1:], stdin, stdout, stderr)
 	case "claude":
 		code, err = cmdClaude(args[1:], stdout, stderr)
 	case "claude-shell", "--claude-shell":

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
+)
+
+// cmdMCP serves the Model Context Protocol on stdin and stdout (the stdio
+// transport): a sandboxed bash tool and read_file, every call through one
+// session and its gate. No one can answer a prompt there: an ask that no
+// hook answers is denied.
+func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	var t toolFlags
+	if code, err := t.parse("mcp", args, stderr); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, nil
+		}
+		return code, err
+	}
+	t.nonInteractive = true
+	s, err := t.open(stderr)
+	if err != nil {
+		return exitSbxError, err
+	}
+	defer s.Close()
+	if err := s.Prepare(); err != nil {
+		return exitSbxError, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = s.MCPServer(version).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return exitSbxError, err
+	}
+	return 0, nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,337 @@
+package creds
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// MaskableFiles are the credential files, relative to the home directory,
+// whose format sbx knows: the sandbox sees them with every secret replaced
+// by a placeholder bound to the host the file names for it.
+var MaskableFiles = []string{".npmrc", ".netrc", ".git-credentials", ".docker/config.json", ".pypirc"}
+
+// MaskedFile is a credential file as the sandbox sees it.
+type MaskedFile struct {
+	Path    string
+	Content []byte
+	// Secrets are the values replaced, each bound to the host named for it
+	// in the file (none when the file names none).
+	Secrets []*Secret
+}
+
+// maxCredentialFile bounds what is read of a credential file.
+const maxCredentialFile = 1 << 20
+
+// MaskFile masks a credential file of a known format (by its path relative
+// to the home directory, rel). Settings are kept as they are, secrets
+// become placeholders, and what cannot be read as the format (a stray
+// token, a netrc macro) is left out. An error means the file cannot be
+// read as its format at all: it stays hidden.
+func MaskFile(rel, path string, data []byte) (*MaskedFile, error) {
+	if len(data) > maxCredentialFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxCredentialFile)
+	}
+	m := &masker{name: "~/" + rel}
+	var out []byte
+	var err error
+	switch filepath.ToSlash(rel) {
+	case ".npmrc":
+		out, err = m.lines(data, m.npmrcLine)
+	case ".netrc":
+		out, err = m.netrc(data)
+	case ".git-credentials":
+		out, err = m.lines(data, m.gitCredentialsLine)
+	case ".pypirc":
+		out, err = m.pypirc(data)
+	case ".docker/config.json":
+		out, err = m.dockerConfig(data)
+	default:
+		return nil, fmt.Errorf("%s: not a credential file sbx knows", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &MaskedFile{Path: path, Content: out, Secrets: m.secrets}, nil
+}
+
+// masker replaces secrets with placeholders and keeps them.
+type masker struct {
+	name    string
+	secrets []*Secret
+}
+
+// mask returns the placeholder for value, bound to host ("" for none).
+func (m *masker) mask(what, value, host string) (string, error) {
+	if value == "" || strings.HasPrefix(value, "${") {
+		return value, nil // empty, or an environment reference (masked there)
+	}
+	for _, s := range m.secrets {
+		if s.value == value && slicesEqual(s.Hosts, hostList(host)) {
+			return s.Placeholder, nil
+		}
+	}
+	ph, err := Placeholder(value)
+	if err != nil {
+		return "", err
+	}
+	m.secrets = append(m.secrets, &Secret{Name: m.name + " " + what, value: value, Placeholder: ph, Hosts: hostList(host), Mode: Mask})
+	return ph, nil
+}
+
+func hostList(h string) []string {
+	if h == "" {
+		return nil
+	}
+	return []string{h}
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// lines rewrites data line by line with f, keeping line endings.
+func (m *masker) lines(data []byte, f func(string) (string, error)) ([]byte, error) {
+	var out bytes.Buffer
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		body := strings.TrimRight(string(line), "\r\n")
+		masked, err := f(body)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString(masked)
+		out.Write(line[len(body):])
+	}
+	return out.Bytes(), nil
+}
+
+// npmrcLine masks `//host/path/:_authToken=…` (and _auth, _password,
+// password, certfile's key) and unscoped `_authToken=…` (bound to no host:
+// sbx does not guess the default registry).
+func (m *masker) npmrcLine(line string) (string, error) {
+	t := strings.TrimSpace(line)
+	if t == "" || t[0] == '#' || t[0] == ';' {
+		return line, nil
+	}
+	key, value, ok := strings.Cut(line, "=")
+	if !ok {
+		return "", nil // not a setting: left out
+	}
+	k := strings.TrimSpace(key)
+	field := k
+	host := ""
+	if strings.HasPrefix(k, "//") {
+		i := strings.LastIndex(k, ":")
+		if i < 0 {
+			return line, nil
+		}
+		field = k[i+1:]
+		if u, err := url.Parse("https:" + k[:i]); err == nil {
+			host = u.Hostname()
+		}
+	}
+	switch field {
+	case "_authToken", "_auth", "_password", "password", "keyfile":
+	default:
+		return line, nil
+	}
+	v := strings.TrimSpace(value)
+	unq := strings.Trim(v, `"'`)
+	ph, err := m.mask(k, unq, host)
+	if err != nil {
+		return "", err
+	}
+	return key + "=" + strings.Replace(value, unq, ph, 1), nil
+}
+
+// gitCredentialsLine masks the password of `https://user:pass@host/…`.
+func (m *masker) gitCredentialsLine(line string) (string, error) {
+	if strings.TrimSpace(line) == "" {
+		return line, nil
+	}
+	u, err := url.Parse(strings.TrimSpace(line))
+	if err != nil || u.User == nil || u.Host == "" {
+		return "", nil // not a credential URL: left out
+	}
+	pass, ok := u.User.Password()
+	if !ok {
+		return line, nil
+	}
+	ph, err := m.mask("password for "+u.Host, pass, u.Hostname())
+	if err != nil {
+		return "", err
+	}
+	u.User = url.UserPassword(u.User.Username(), ph)
+	return u.String(), nil
+}
+
+// netrc masks every password and account, bound to its machine (none for
+// default), and writes the file again one entry per line; macro
+// definitions and tokens that are not netrc's are left out.
+func (m *masker) netrc(data []byte) ([]byte, error) {
+	var out bytes.Buffer
+	toks := strings.Fields(string(data))
+	machine := ""
+	for i := 0; i < len(toks); i++ {
+		tok := toks[i]
+		next := ""
+		if i+1 < len(toks) {
+			next = toks[i+1]
+		}
+		switch tok {
+		case "machine":
+			machine = next
+			fmt.Fprintf(&out, "\nmachine %s", next)
+			i++
+		case "default":
+			machine = ""
+			out.WriteString("\ndefault")
+		case "login":
+			fmt.Fprintf(&out, " login %s", next)
+			i++
+		case "password", "account":
+			ph, err := m.mask(tok+" for "+machine, next, machine)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(&out, " %s %s", tok, ph)
+			i++
+		case "macdef":
+			i = skipMacro(toks, i)
+		}
+	}
+	return append(bytes.TrimPrefix(out.Bytes(), []byte("\n")), '\n'), nil
+}
+
+// skipMacro returns the index of the last token of a macro definition
+// starting at i (its body runs to the next netrc keyword, as far as the
+// tokens tell).
+func skipMacro(toks []string, i int) int {
+	for i+1 < len(toks) && toks[i+1] != "machine" && toks[i+1] != "default" {
+		i++
+	}
+	return i
+}
+
+// pypirc masks `password` in every section, bound to that section's
+// repository host (none when it names none).
+func (m *masker) pypirc(data []byte) ([]byte, error) {
+	hosts := map[string]string{}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
+			section = t
+			continue
+		}
+		if k, v, ok := strings.Cut(t, "="); ok && strings.TrimSpace(k) == "repository" {
+			if u, err := url.Parse(strings.TrimSpace(v)); err == nil {
+				hosts[section] = u.Hostname()
+			}
+		}
+	}
+	section, last := "", ""
+	return m.lines(data, func(line string) (string, error) {
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "" || t[0] == '#' || t[0] == ';':
+			return line, nil
+		case strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]"):
+			section, last = t, ""
+			return line, nil
+		case line[0] == ' ' || line[0] == '\t':
+			if last == "password" {
+				return "", nil // a continued password: left out
+			}
+			return line, nil // a continued list (index-servers)
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return "", nil // not a setting: left out
+		}
+		last = strings.TrimSpace(k)
+		if last != "password" {
+			return line, nil
+		}
+		ph, err := m.mask("password in "+section, strings.TrimSpace(v), hosts[section])
+		if err != nil {
+			return "", err
+		}
+		return k + "=" + strings.Replace(v, strings.TrimSpace(v), ph, 1), nil
+	})
+}
+
+// dockerConfig masks auths.*.auth (the password inside the base64),
+// identitytoken and registrytoken, bound to the registry's host. The file
+// is rewritten as JSON with the same keys.
+func (m *masker) dockerConfig(data []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	var auths map[string]map[string]json.RawMessage
+	if raw, ok := doc["auths"]; ok {
+		if err := json.Unmarshal(raw, &auths); err != nil {
+			return nil, fmt.Errorf("auths: %w", err)
+		}
+	}
+	for reg, entry := range auths {
+		host := reg
+		if u, err := url.Parse(reg); err == nil && u.Host != "" {
+			host = u.Hostname()
+		}
+		for field, raw := range entry {
+			var v string
+			if json.Unmarshal(raw, &v) != nil || v == "" {
+				continue
+			}
+			masked, err := m.dockerField(reg, host, field, v)
+			if err != nil {
+				return nil, err
+			}
+			entry[field], _ = json.Marshal(masked)
+		}
+	}
+	if auths != nil {
+		doc["auths"], _ = json.Marshal(auths)
+	}
+	if raw, ok := doc["HttpHeaders"]; ok {
+		var headers map[string]string
+		if err := json.Unmarshal(raw, &headers); err != nil {
+			return nil, fmt.Errorf("HttpHeaders: %w", err)
+		}
+		for k, v := range headers {
+			ph, err := m.mask("header "+k, v, "")
+			if err != nil {
+				return nil, err
+			}
+			headers[k] = ph
+		}
+		doc["HttpHeaders"], _ = json.Marshal(headers)
+	}
+	return json.MarshalIndent(doc, "", "\t")
+}
+
+// dockerField masks one field of an auths entry: everything but the user
+// name, e-mail and server address is a secret.
+func (m *masker) dockerField(reg, host, field, v string) (string, error) {
+	switch field {
+	case "username", "email", "serveraddress":
+		return v, nil
+	case "auth":
+		dec, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return m.mask("auth for "+reg, v, host)
+		}
+		user, pass, _ := strings.Cut(string(dec), ":")
+		ph, err := m.mask("password for "+reg, pass, host)
+		if err != nil {
+			return "", err
+		}
+		return base64.StdEncoding.EncodeToString([]byte(user + ":" + ph)), nil
+	default:
+		return m.mask(field+" for "+reg, v, host)
+	}
+}

@@ -1,0 +1,129 @@
+//go:build linux
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpText is a tool result's text content.
+func mcpText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// sbx mcp with the official Go SDK's client: the tools are listed, a
+// command runs in the sandbox (its workspace write lands, a write outside
+// is refused and absent), the gate's deny rules hold, Read goes through
+// the gate, and closing the client leaves nothing running.
+func TestMCPServerWithGoClient(t *testing.T) {
+	e := newEnv(t)
+	e.write("../home/.config/sbx/settings.json", `{"permissions": {"deny": ["Bash(touch denied-by-rule)", "Read(//etc/shadow)"]}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.Command(sbxBin, "mcp")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, " ") != "bash read_file" {
+		t.Errorf("tools: %v", names)
+	}
+	bash := func(command string) (*mcp.CallToolResult, map[string]any) {
+		t.Helper()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+		if err != nil {
+			t.Fatalf("%s: %v", command, err)
+		}
+		out, _ := r.StructuredContent.(map[string]any)
+		return r, out
+	}
+	r, out := bash("echo hi; echo err >&2; touch made")
+	if r.IsError || out["exitCode"] != float64(0) || out["stdout"] != "hi\n" || out["stderr"] != "err\n" || out["sandboxed"] != true {
+		t.Errorf("a plain command: %q %v", mcpText(r), out)
+	}
+	if _, err := os.Stat(e.path("made")); err != nil {
+		t.Errorf("the workspace write did not land: %v", err)
+	}
+	outside := filepath.Join(e.home, "mcp-outside")
+	r, out = bash("touch " + outside)
+	if out["exitCode"] == float64(0) || !strings.Contains(mcpText(r), "Read-only file system") {
+		t.Errorf("a write outside: %q %v", mcpText(r), out)
+	}
+	r, _ = bash("touch denied-by-rule")
+	if !r.IsError || !strings.Contains(mcpText(r), "denied") {
+		t.Errorf("a denied command: %q", mcpText(r))
+	}
+	for _, p := range []string{outside, e.path("denied-by-rule")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists on the host", p)
+		}
+	}
+	rr, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"file_path": "/etc/shadow"}})
+	if err != nil || !rr.IsError || strings.Contains(mcpText(rr), "root:") {
+		t.Errorf("read_file of a denied path: %v %q", err, mcpText(rr))
+	}
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	if left := PidsWith(sbxBin); len(left) > 0 {
+		t.Errorf("sbx processes left running: %v", left)
+	}
+}
+
+// sbx mcp with an external client: the MCP inspector's command-line mode.
+func TestMCPServerWithInspector(t *testing.T) {
+	e := newEnv(t)
+	inspector := npmTool(t, "@modelcontextprotocol/inspector", "0.15.0", "mcp-inspector")
+	outside := filepath.Join(e.home, "inspector-outside")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, inspector, "--cli", sbxBin, "mcp", "--method", "tools/call", "--tool-name", "bash",
+		"--tool-arg", "command=echo from-inspector; touch made-by-inspector "+outside)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspector: %v\n%s", err, out)
+	}
+	var res struct {
+		StructuredContent struct {
+			ExitCode  int    `json:"exitCode"`
+			Stdout    string `json:"stdout"`
+			Sandboxed bool   `json:"sandboxed"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.StructuredContent.Stdout != "from-inspector\n" ||
+		res.StructuredContent.ExitCode != 1 || !res.StructuredContent.Sandboxed {
+		t.Errorf("inspector's result: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(e.path("made-by-inspector")); err != nil {
+		t.Errorf("the workspace write did not land: %v", err)
+	}
+	if _, err := os.Stat(outside); err == nil {
+		t.Errorf("%s exists on the host", outside)
+	}
+}
