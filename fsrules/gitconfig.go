@@ -298,8 +298,32 @@ func GitConfigChange(old, new []byte) (ok bool, why string) {
 		if slices.Contains(newOnlyGitKeys, k.pattern()) && hadURL(ok_, k) {
 			return false, fmt.Sprintf("git config key %s: an existing URL may not be changed from the sandbox (pushes would go elsewhere)", n)
 		}
+		if old != nil {
+			if why := redirects(ok_, n, k.pattern(), after[n]); why != "" {
+				return false, why
+			}
+		}
 	}
 	return true, ""
+}
+
+// redirects says why a changed key of an existing repository would send
+// the user's git elsewhere: a branch tracking or pushing to a remote that
+// had no URL before (one the sandbox added), or a submodule given a URL
+// (git submodule update would fetch from it).
+func redirects(old []gitKey, name, pattern string, values []string) string {
+	switch pattern {
+	case "branch.*.remote", "branch.*.pushremote":
+		for _, raw := range values {
+			remote := strings.Trim(strings.TrimSpace(strings.TrimPrefix(raw, "=")), `"`)
+			if remote != "." && !hadURL(old, gitKey{section: "remote", sub: remote}) {
+				return fmt.Sprintf("git config key %s: %q is not a remote the repository had; the user's pull and push would go to a server the sandbox chose", name, remote)
+			}
+		}
+	case "submodule.*.url":
+		return fmt.Sprintf("git config key %s: a submodule's URL may not be set from the sandbox in an existing repository (git submodule update would fetch from it)", name)
+	}
+	return ""
 }
 
 // hadURL reports whether the old config gave k's remote or submodule a URL.

@@ -20,7 +20,7 @@ func TestCheck(t *testing.T) {
 		ExactAllow:     []string{"/w/.envrc", "/home/u/.local/bin"},
 		Self:           []Path{{Path: "/home/u/.local/state/sbx"}, {Path: "/home/u/.config/sbx"}, {Path: "/w/.sbx"}},
 	}
-	harmless := []byte("[core]\n\tbare = false\n")
+	harmless := []byte("[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.com/r.git\n")
 	tests := []struct {
 		c    Change
 		rule string // "" when allowed
@@ -129,6 +129,11 @@ func TestGitConfigChange(t *testing.T) {
 		{"garbage", base, base + "fsmonitor\n[\n", false},
 		{"removed key", base + "[pull]\n\trebase = true\n", base, false},
 		{"comment only", base, base + "# fsmonitor = x\n; sshCommand = y\n", true},
+		{"push to a new remote", base, base + "[remote \"evil\"]\n\turl = https://evil.example/x.git\n[branch \"main\"]\n\tpushremote = evil\n", false},
+		{"track a new remote", base, base + "[remote \"evil\"]\n\turl = https://evil.example/x.git\n[branch \"main\"]\n\tremote = evil\n", false},
+		{"track the local repository", base, base + "[branch \"main\"]\n\tremote = .\n", true},
+		{"submodule url in an existing repository", base, base + "[submodule \"lib\"]\n\turl = https://evil.example/lib.git\n", false},
+		{"new repository with a remote and tracking", "", "[remote \"origin\"]\n\turl = https://example.com/r.git\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n", true},
 	}
 	for _, tt := range tests {
 		var old []byte

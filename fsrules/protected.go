@@ -23,6 +23,8 @@ var protectedFiles = []string{
 	".gdbinit", ".lldbinit", ".pdbrc",
 	// Tool managers whose project files carry hooks and tasks.
 	"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".aider.conf.yml",
+	// Toolchain pins that can name a path to run instead of the tool.
+	"rust-toolchain", "rust-toolchain.toml", ".tool-versions",
 	".cshrc", ".tcshrc", ".kshrc", ".mkshrc", ".login", ".logout", ".hgrc", ".lazy.lua", ".tmux.conf",
 	".tigrc", ".perldb", ".octaverc", ".lessfilter", ".terraformrc",
 }

@@ -258,3 +258,49 @@ func TestInsideMarker(t *testing.T) {
 		t.Errorf("a failed call reported a working directory: %q", b)
 	}
 }
+
+// The workspace is the Claude Code process's directory, found above the
+// call even after an update replaced Claude Code's binary; with no Claude
+// Code above it, the call is refused rather than taking its own directory
+// (which the model moves with cd) for the workspace.
+func TestClaudeShellFindsTheProject(t *testing.T) {
+	e := newEnv(t)
+	e.mkdir("sub")
+	fake := filepath.Join(e.home, "claude")
+	bash, err := os.ReadFile("/bin/bash")
+	if err != nil || os.WriteFile(fake, bash, 0o755) != nil {
+		t.Fatal("cannot copy bash", err)
+	}
+	call := func(claudeExe, script, remove string) (string, int) {
+		str := "eval '" + script + "' < /dev/null && pwd -P >| " + filepath.Join(e.home, "claude-1-cwd")
+		// A stand-in for Claude Code: its own directory is the project,
+		// the call runs in sub (env changes directory, then runs sbx).
+		cmd := exec.Command(fake, "-c", remove+`/usr/bin/env --chdir=sub "$0" --claude-shell "$1"; exit $?`, sbxBin, str)
+		cmd.Dir, cmd.Env = e.ws, append(e.environ(), "CLAUDE_CODE_EXECPATH="+claudeExe)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	if out, code := call(fake, "touch ../from-sub-1", ""); code != 0 {
+		t.Errorf("from sub, with Claude Code above: %d %s", code, out)
+	}
+	if out, code := call(fake, "touch ../from-sub-2", "rm -f "+fake+"; "); code != 0 {
+		t.Errorf("after Claude Code's binary was replaced: %d %s", code, out)
+	}
+	for _, f := range []string{"from-sub-1", "from-sub-2"} {
+		if _, err := os.Stat(e.path(f)); err != nil {
+			t.Errorf("the project was not the workspace: %v", err)
+		}
+	}
+	os.WriteFile(fake, bash, 0o755)
+	out, code := call("/nonexistent/claude", "touch made", "")
+	if code != 125 || !strings.Contains(out, "cannot tell which project") {
+		t.Errorf("no Claude Code above: %d %s", code, out)
+	}
+	if _, err := os.Stat(e.path("sub/made")); err == nil {
+		t.Error("the call's own directory was taken for the workspace")
+	}
+}

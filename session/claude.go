@@ -43,22 +43,49 @@ func ParseClaudeCall(s string) (c ClaudeCall, ok bool) {
 
 // ClaudeProject finds the project Claude Code runs in, which stays the
 // workspace whatever the call's working directory: the working directory
-// of the Claude Code process that called (its own never moves with `cd`),
-// else CLAUDE_PROJECT_DIR (set for hooks), else dir.
-func ClaudeProject(getenv func(string) string, dir string) string {
-	exe := getenv("CLAUDE_CODE_EXECPATH")
-	ppid := os.Getppid()
-	if exe != "" && ppid > 1 {
-		pexe, err1 := os.Readlink("/proc/" + strconv.Itoa(ppid) + "/exe")
-		pcwd, err2 := os.Readlink("/proc/" + strconv.Itoa(ppid) + "/cwd")
-		if err1 == nil && err2 == nil && sameFile(pexe, exe) {
-			return pcwd
+// of the nearest ancestor process that is Claude Code (its executable is
+// CLAUDE_CODE_EXECPATH, or was until an update replaced the file; its own
+// directory never moves with cd), else CLAUDE_PROJECT_DIR (set for hooks).
+// ok is false when neither tells: the caller must be given the workspace;
+// the call's own directory, which the model moves, is never taken for it.
+func ClaudeProject(getenv func(string) string) (dir string, ok bool) {
+	if exe := getenv("CLAUDE_CODE_EXECPATH"); filepath.IsAbs(exe) {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		for pid, n := os.Getppid(), 0; pid > 1 && n < 64; pid, n = parentOf(pid), n+1 {
+			proc := "/proc/" + strconv.Itoa(pid)
+			pexe, err := os.Readlink(proc + "/exe")
+			if err != nil || (strings.TrimSuffix(pexe, " (deleted)") != exe && !sameFile(pexe, exe)) {
+				continue
+			}
+			if cwd, err := os.Readlink(proc + "/cwd"); err == nil && filepath.IsAbs(cwd) {
+				return cwd, true
+			}
 		}
 	}
 	if d := getenv("CLAUDE_PROJECT_DIR"); filepath.IsAbs(d) {
-		return d
+		return d, true
 	}
-	return dir
+	return "", false
+}
+
+// parentOf is the parent of a process (0 when it is gone).
+func parentOf(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 func sameFile(a, b string) bool {
@@ -116,8 +143,11 @@ func copyCwd(from, to string) error {
 		return err
 	}
 	line := strings.TrimSuffix(string(b), "\n")
-	if len(b) > 4096 || !filepath.IsAbs(line) || strings.ContainsAny(line, "\n\x00") {
+	if len(b) > 4096 || !filepath.IsAbs(line) || strings.IndexFunc(line, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 		return fmt.Errorf("the report %q is not one absolute path", line)
+	}
+	if fi, err := os.Stat(line); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the working directory %q is not a directory on the host", line)
 	}
 	w, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {

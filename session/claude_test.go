@@ -52,17 +52,20 @@ func TestCopyCwd(t *testing.T) {
 	if _, err := os.Stat(to); err == nil {
 		t.Error("a missing report wrote the file")
 	}
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
 	for _, tc := range []struct {
 		content string
 		ok      bool
-	}{{"/work/sub\n", true}, {"relative\n", false}, {"/a\n/b\n", false}} {
+	}{{sub + "\n", true}, {"relative\n", false}, {"/a\n/b\n", false}, {dir + "/nonexistent\n", false},
+		{report + "x\n", false}, {dir + "\r\x1b[2J\n", false}} {
 		os.WriteFile(report, []byte(tc.content), 0o600)
 		err := copyCwd(report, to)
 		if (err == nil) != tc.ok {
 			t.Errorf("report %q: %v", tc.content, err)
 		}
 	}
-	if b, _ := os.ReadFile(to); string(b) != "/work/sub\n" {
+	if b, _ := os.ReadFile(to); string(b) != sub+"\n" {
 		t.Errorf("Claude Code's file holds %q", b)
 	}
 	os.Remove(report)

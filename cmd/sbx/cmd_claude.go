@@ -61,7 +61,10 @@ func cmdClaudeShell(args []string, stdin io.Reader, stdout, stderr io.Writer) (i
 	}
 	workspace := o.workspace
 	if workspace == "" {
-		workspace = session.ClaudeProject(os.Getenv, cwd)
+		var ok bool
+		if workspace, ok = session.ClaudeProject(os.Getenv); !ok {
+			return exitSbxError, errors.New("cannot tell which project Claude Code runs in (no Claude Code process above this one); run \"sbx claude setup --write\" in the project, which names it with --workspace")
+		}
 	}
 	notices := newNotices(stderr)
 	opts := session.Options{Dir: workspace, Settings: o.settings, Claude: true, TrustProject: o.trustProject,

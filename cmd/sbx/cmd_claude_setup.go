@@ -31,7 +31,7 @@ func cmdClaude(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		return 2, &usageError{err.Error()}
 	}
-	prefix, err := shellPrefix()
+	prefix, err := shellPrefix(user)
 	if err != nil {
 		return exitSbxError, err
 	}
@@ -59,10 +59,11 @@ func cmdClaude(args []string, stdout, stderr io.Writer) (int, error) {
 	return 0, nil
 }
 
-// shellPrefix is this binary's absolute path and --claude-shell. Claude
-// Code splits the prefix into words only when a word after the first
-// starts with a dash; otherwise it takes the whole string for one path.
-func shellPrefix() (string, error) {
+// shellPrefix is this binary's absolute path and --claude-shell, and for
+// a project (not user) setting --workspace naming it. Claude Code splits
+// the prefix into words only when a word after the first starts with a
+// dash (otherwise it takes the whole string for one path), and on spaces.
+func shellPrefix(user bool) (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -73,7 +74,18 @@ func shellPrefix() (string, error) {
 	if strings.ContainsAny(exe, " \t\n'\"\\$`") {
 		return "", fmt.Errorf("sbx is at %q: Claude Code splits CLAUDE_CODE_SHELL_PREFIX on spaces; install sbx at a path without spaces or quotes", exe)
 	}
-	return exe + " --claude-shell", nil
+	prefix := exe + " --claude-shell"
+	if user {
+		return prefix, nil
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if strings.ContainsAny(cwd, " \t\n'\"\\$`") {
+		return "", fmt.Errorf("the project is at %q: Claude Code splits CLAUDE_CODE_SHELL_PREFIX on spaces; use sbx claude setup --user, which finds the project at run time", cwd)
+	}
+	return prefix + " --workspace " + cwd, nil
 }
 
 func claudeSettingsFile(user bool) (string, error) {
