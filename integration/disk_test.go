@@ -273,3 +273,21 @@ func TestDiskBudgetStrict(t *testing.T) {
 	}
 	assertContent(t, e.path("marker"), "")
 }
+
+// A sparse file reaches the host as sparse: its holes are not written out
+// by the merge (a 2 GiB file of holes under a 64 MiB budget filled the
+// host's disk with 2 GiB of zeros).
+func TestSparseFileStaysSparse(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh("truncate -s 2G big && echo end >> big", "--max-disk", "64M")
+	if r.code != 0 {
+		t.Fatalf("%d %s", r.code, r.stderr)
+	}
+	fi, err := os.Stat(e.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := fi.Sys().(*syscall.Stat_t).Blocks * 512; fi.Size() != 2<<30+4 || used > 1<<20 {
+		t.Errorf("on the host: size %d, %d bytes of disk", fi.Size(), used)
+	}
+}

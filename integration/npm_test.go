@@ -145,8 +145,8 @@ func TestBlockedHostsNamed(t *testing.T) {
 
 // Toolchains work with zero configuration: npm installs from a registry
 // double (plain HTTP, allowed by rule) with no cache variable set, and Go
-// builds, each into the sandbox's own cache under ~/.cache/sbx; the
-// host's own caches are untouched.
+// builds, each into the sandbox's own cache for the workspace under
+// ~/.cache/sbx/projects; the host's own caches are untouched.
 func TestToolchainCachesZeroConfig(t *testing.T) {
 	requireTool(t, "npm")
 	e := newEnv(t)
@@ -162,7 +162,11 @@ func TestToolchainCachesZeroConfig(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
 		t.Fatalf("npm install: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(e.home, ".cache", "sbx", "npm")); len(ents) == 0 {
+	cache, _ := filepath.Glob(filepath.Join(e.home, ".cache", "sbx", "projects", "ws-*"))
+	if len(cache) != 1 {
+		t.Fatalf("the sandbox's caches for this workspace: %v", cache)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cache[0], "npm")); len(ents) == 0 {
 		t.Error("the sandbox's npm cache is empty")
 	}
 	assertAbsent(t, filepath.Join(e.home, ".npm"))
@@ -173,7 +177,7 @@ func TestToolchainCachesZeroConfig(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stderr, "built") {
 			t.Errorf("go build: exit %d: %s %s", r.code, r.stdout, r.stderr)
 		}
-		if ents, _ := os.ReadDir(filepath.Join(e.home, ".cache", "sbx", "xdg", "go-build")); len(ents) == 0 {
+		if ents, _ := os.ReadDir(filepath.Join(cache[0], "xdg", "go-build")); len(ents) == 0 {
 			t.Error("the sandbox's Go build cache is empty")
 		}
 	}
@@ -233,5 +237,19 @@ func TestMaskedNpmrcWithBoundToken(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil {
 		t.Errorf("not installed on the host: %v", err)
+	}
+}
+
+// One project's sandbox cannot reach another project's toolchain cache: a
+// poisoned entry stays in the project that made it.
+func TestToolchainCachePerProject(t *testing.T) {
+	a, b := newEnv(t), newEnv(t)
+	b.home = a.home
+	if r := a.sh("mkdir -p $XDG_CACHE_HOME $GOMODCACHE && echo planted > $XDG_CACHE_HOME/marker && echo planted > $GOMODCACHE/marker"); r.code != 0 {
+		t.Fatalf("%d %s", r.code, r.stderr)
+	}
+	r := b.sh("cat $XDG_CACHE_HOME/marker $GOMODCACHE/marker 2>&1; true")
+	if strings.Contains(r.stdout, "planted") {
+		t.Errorf("another project's sandbox read the cache: %q", r.stdout)
 	}
 }

@@ -487,7 +487,7 @@ func (m *merger) copyFile(up, host int, name string, st *unix.Stat_t, dir string
 	}
 	out := os.NewFile(uintptr(fd), name)
 	defer out.Close()
-	if _, err := io.Copy(out, in); err != nil {
+	if err := copySparse(out, in); err != nil {
 		return err
 	}
 	if err := unix.Fchmod(fd, fileMode(st)); err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -260,7 +259,7 @@ func copyTreeAt(src int, name string, dst int, dstName string) error {
 			return err
 		}
 		outf := os.NewFile(uintptr(out), dstName)
-		_, err = io.Copy(outf, inf)
+		err = copySparse(outf, inf)
 		if err == nil {
 			err = outf.Sync()
 		}

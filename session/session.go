@@ -15,6 +15,8 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -314,18 +316,21 @@ func (s *Session) build() (*sandbox, error) {
 	return sb, nil
 }
 
-// toolchainCaches is the sandbox's own cache folder ($XDG_CACHE_HOME/sbx,
-// or ~/.cache/sbx), made if needed, and the variables that point the
-// common toolchains at it: shared by sandboxed runs, never with the
-// host's caches (an entry the sandbox poisons there is never linked into a
-// host build). A variable the environment already sets is left alone,
-// but XDG_CACHE_HOME, which names the host's.
+// toolchainCaches is the sandbox's own cache folder for this workspace
+// ($XDG_CACHE_HOME/sbx/projects/NAME-HASH, or under ~/.cache), made if
+// needed, and the variables that point the common toolchains at it:
+// shared by the sandboxed runs of one project, never with the host's
+// caches nor with other projects (an entry one project's sandbox poisons
+// is never linked into a build of the host or of another project). A
+// variable the environment already sets is left alone, but
+// XDG_CACHE_HOME, which names the host's.
 func (s *Session) toolchainCaches() (dir string, env []string) {
 	base := absOrEmpty(s.getenv("XDG_CACHE_HOME"))
 	if base == "" {
 		base = filepath.Join(s.home, ".cache")
 	}
-	dir = filepath.Join(base, "sbx")
+	sum := sha256.Sum256([]byte(s.dir))
+	dir = filepath.Join(base, "sbx", "projects", filepath.Base(s.dir)+"-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		s.warn("the sandbox's toolchain cache " + dir + " cannot be made: " + err.Error())
 		return "", nil
