@@ -83,17 +83,29 @@ func checkBwrap(bwrap string, perr error) Check {
 		c.Detail = fmt.Sprintf("%s --version: %v", bwrap, err)
 		return c
 	}
-	v := strings.TrimSpace(string(out))
+	return bwrapVersion(c, bwrap, strings.TrimSpace(string(out)))
+}
+
+// bwrapVersion judges bubblewrap's --version output: 0.5.0 is the
+// minimum (--perms on a tmpfs); --size, which a /tmp size limit needs,
+// came in 0.7.0.
+func bwrapVersion(c Check, bwrap, v string) Check {
 	m := bwrapVersionRE.FindStringSubmatch(v)
 	if m == nil {
 		c.Detail = fmt.Sprintf("%s: unrecognised version %q", bwrap, v)
+		c.Fix = "install bubblewrap 0.5 or later (sudo apt-get install bubblewrap), or point sandbox.bwrapPath at one"
 		return c
 	}
 	major, _ := strconv.Atoi(m[1])
 	minor, _ := strconv.Atoi(m[2])
-	if major == 0 && minor < 8 {
-		c.Detail = fmt.Sprintf("%s is %s; sbx needs 0.8.0 or later (--disable-userns)", bwrap, v)
-		c.Fix = "install bubblewrap 0.8 or later, or point sandbox.bwrapPath at one"
+	switch {
+	case major == 0 && minor < 5:
+		c.Detail = fmt.Sprintf("%s is %s; sbx needs 0.5.0 or later (--perms)", bwrap, v)
+		c.Fix = "install bubblewrap 0.5 or later (sudo apt-get install bubblewrap on Debian 12 / Ubuntu 22.04 or later), or point sandbox.bwrapPath at one"
+		return c
+	case major == 0 && minor < 7:
+		c.OK = true
+		c.Detail = fmt.Sprintf("%s (%s); a size limit on /tmp (--max-tmp, or a disk budget that cannot be staged) needs 0.7.0 or later", bwrap, v)
 		return c
 	}
 	c.OK = true

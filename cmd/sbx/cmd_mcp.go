@@ -35,7 +35,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = s.MCPServer(version).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	err = s.MCPServer(versionString()).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return exitSbxError, err
 	}

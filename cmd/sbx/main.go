@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/sbx-sandbox/sbx/session"
 )
@@ -79,7 +81,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "claude-shell", "--claude-shell":
 		code, err = cmdClaudeShell(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "sbx", version)
+		fmt.Fprintln(stdout, "sbx", versionString())
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -101,5 +103,32 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=…";
+// otherwise the module version of `go install …@v1.2.3` is used.
 var version = "dev"
+
+// versionString is the version, with the commit and whether the tree had
+// changes, from the build info.
+func versionString() string {
+	v := version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			rev = s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev) {
+		v += " (commit " + rev + dirty + ")"
+	}
+	return v + " " + bi.GoVersion
+}
