@@ -33,7 +33,7 @@ cross:
 
 # The unit tests and the integration tests on real sandboxes, with -race.
 test:
-	$(GO) test -race -count=1 $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 
 # Rebuild the seccomp BPF programs from linux/seccomp/rules.go (needs cgo and
 # libseccomp-dev).

@@ -131,8 +131,11 @@ func TestNetworkAllowedIPRule(t *testing.T) {
 	var allowed int
 	data, _ := os.ReadFile(audit)
 	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var ev proxy.Event
-		if json.Unmarshal(line, &ev) == nil && ev.Decision == "allow" {
+		var ev struct {
+			Kind string `json:"event"`
+			proxy.Event
+		}
+		if json.Unmarshal(line, &ev) == nil && ev.Kind == "network" && ev.Decision == "allow" {
 			allowed++
 			if ev.Source != "--allow-domain" || ev.Rule != "127.0.0.1" || ev.BytesDown == 0 {
 				t.Errorf("event %+v", ev)

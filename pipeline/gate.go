@@ -99,6 +99,20 @@ func (c *Call) str(k string) string {
 
 func (c *Call) command() string { return c.str("command") }
 
+// Summary is the call's main argument, for logs: a Bash command, a file
+// path, a URL, or "" when the input has none of these.
+func (c *Call) Summary() string {
+	if c.m == nil && c.parse() != nil {
+		return ""
+	}
+	for _, k := range []string{"command", "file_path", "path", "url", "pattern"} {
+		if s := c.str(k); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
 // GateOptions configure a [Gate].
 type GateOptions struct {
 	Settings *settings.Settings // required

@@ -80,6 +80,8 @@ type Runner struct {
 	Platform Platform
 	// MaskedFiles go into every Spec (see [Spec.MaskedFiles]).
 	MaskedFiles []MaskedFile
+	// Decided, when set, is told every final decision (for the audit log).
+	Decided func(call *Call, v *Verdict)
 	// Prompt answers an "ask"; nil leaves it denied (a session that cannot
 	// prompt was already resolved by the gate).
 	Prompt Prompter
@@ -251,6 +253,14 @@ func (r *Runner) runRead(call *Call) *ToolResult {
 // in this session, answered by Prompt, or denied when no one can be asked.
 // The verdict is never "ask".
 func (r *Runner) Decide(ctx context.Context, call *Call) (*Verdict, error) {
+	v, err := r.decide(ctx, call)
+	if err == nil && r.Decided != nil {
+		r.Decided(call, v)
+	}
+	return v, err
+}
+
+func (r *Runner) decide(ctx context.Context, call *Call) (*Verdict, error) {
 	v, err := r.Gate.Decide(ctx, call)
 	if err != nil || v.Decision != DecisionAsk {
 		return v, err

@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
-// audited records, after each command, the limits that stopped it and the
-// changes that did not reach the host. A timeout is recorded with status
+// audited records each command's start, then the changes that did not
+// reach the host, the limits that stopped it, and its end. A timeout is recorded with status
 // 124, what `sbx run` exits with (as timeout(1)).
 type audited struct {
 	pipeline.Executor
@@ -23,18 +24,23 @@ type audited struct {
 const ExitTimeout = 124
 
 func (e audited) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	if e.audit == nil {
+		return e.Executor.Run(ctx, s, stdio)
+	}
+	e.audit.RunStart(s)
+	start := time.Now()
 	res, err := e.Executor.Run(ctx, s, stdio)
-	if err != nil || e.audit == nil {
-		return res, err
+	if err == nil {
+		e.audit.Changes(res.Changes)
+		if res.LimitHit != "" {
+			e.audit.Limit(res.LimitHit, res.ExitCode)
+		}
+		if res.TimedOut {
+			e.audit.Limit(fmt.Sprintf("wall clock (timeout %s)", s.Timeout), ExitTimeout)
+		}
 	}
-	e.audit.Changes(res.Changes)
-	if res.LimitHit != "" {
-		e.audit.Limit(res.LimitHit, res.ExitCode)
-	}
-	if res.TimedOut {
-		e.audit.Limit(fmt.Sprintf("wall clock (timeout %s)", s.Timeout), ExitTimeout)
-	}
-	return res, nil
+	e.audit.RunEnd(res, err, time.Since(start))
+	return res, err
 }
 
 // unsandboxed runs a command directly on the host, for an explicit

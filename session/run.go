@@ -25,6 +25,15 @@ type Command struct {
 	Dir   string
 }
 
+// String is the command as the gate sees it (the argv shell-quoted).
+func (c Command) String() string {
+	t, err := c.text()
+	if err != nil {
+		return strings.Join(c.Argv, " ")
+	}
+	return t
+}
+
 // text is the command as the gate sees it, as a Bash tool call: the shell
 // string, or the shell-quoted argv.
 func (c Command) text() (string, error) {
@@ -138,8 +147,12 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 // allow is a *DeniedError.
 func (s *Session) decide(ctx context.Context, sb *sandbox, input json.RawMessage) (*pipeline.Verdict, error) {
 	if s.opts.DecidedUpstream {
-		return &pipeline.Verdict{Decision: pipeline.DecisionAllow, Reason: "decided by the caller (Claude Code's own rules and hooks)",
-			Source: "upstream", Input: input, Sandboxed: true}, nil
+		v := &pipeline.Verdict{Decision: pipeline.DecisionAllow, Reason: "decided by the caller (Claude Code's own rules and hooks)",
+			Source: "upstream", Input: input, Sandboxed: true}
+		if sb.audit != nil {
+			sb.audit.Gate(&pipeline.Call{ID: "upstream", Tool: "Bash", Input: input}, v)
+		}
+		return v, nil
 	}
 	v, err := sb.runner.Decide(ctx, &pipeline.Call{ID: "sbx-run", Tool: "Bash", Input: input})
 	if err != nil {

@@ -313,6 +313,9 @@ func (s *Session) build() (*sandbox, error) {
 	sb.exec = audited{sb.exec, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
 		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
+	if sb.audit != nil {
+		sb.runner.Decided = sb.audit.Gate
+	}
 	return sb, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -24,6 +26,7 @@ type runOpts struct {
 	tx          txFlags
 	unsandboxed bool
 	printPolicy bool
+	summary     string
 }
 
 func runFlags(o *runOpts) *pflag.FlagSet {
@@ -38,7 +41,8 @@ func runFlags(o *runOpts) *pflag.FlagSet {
 	registerTx(f, &o.tx)
 	f.StringArrayVar(&o.net.AllowDomain, "allow-domain", nil, "let the sandbox reach `HOST` through the proxy (example.com, *.example.com, host:port, an IP); repeatable")
 	f.StringArrayVar(&o.net.DenyDomain, "deny-domain", nil, "never let the sandbox reach `HOST`; repeatable")
-	f.StringVar(&o.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
+	f.StringVar(&o.audit, "audit", "", "append every decision (gate, run, network, refused changes, limits) to `FILE` as JSON Lines")
+	f.StringVar(&o.summary, "summary", "", "write the run's outcome to `FILE` as one JSON object (for CI)")
 	registerLimits(f, &o.limits, true)
 	f.BoolVar(&o.unsandboxed, "unsandboxed", false, "run WITHOUT any sandbox (explicit opt-out)")
 	f.BoolVar(&o.printPolicy, "print-policy", false, "print the compiled policy as JSON and exit without running")
@@ -85,16 +89,34 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		enc.SetIndent("", "  ")
 		return 0, enc.Encode(pol)
 	}
-	return runCommand(s, c, o.unsandboxed, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	start := time.Now()
+	code, out, err := runCommand(s, c, o.unsandboxed, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if o.summary != "" {
+		sum := s.Summarize(c.String(), out, err, time.Since(start))
+		if werr := writeJSONFile(o.summary, sum); werr != nil {
+			return exitSbxError, fmt.Errorf("--summary: %w (the command exited with status %d)", werr, code)
+		}
+	}
+	return code, err
+}
+
+// writeJSONFile replaces path with v as indented JSON, mode 0600.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // runCommand runs c in the session and turns the outcome into sbx run's
-// stderr lines and exit status.
-func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio pipeline.Stdio) (int, error) {
+// stderr lines and exit status; the outcome (nil when nothing ran) is
+// returned for the summary.
+func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio pipeline.Stdio) (int, *session.Outcome, error) {
 	stderr := stdio.Stderr
 	names, err := s.MaskedSecrets()
 	if err != nil {
-		return exitSbxError, err
+		return exitSbxError, nil, err
 	}
 	if len(names) > 0 {
 		fmt.Fprintf(stderr, "sbx: secrets kept from the sandbox: %s\n", strings.Join(names, ", "))
@@ -104,7 +126,7 @@ func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio p
 	}
 	out, err := s.Run(context.Background(), c, stdio)
 	if err != nil {
-		return exitSbxError, err
+		return exitSbxError, nil, err
 	}
 	if out.Rewritten != "" {
 		fmt.Fprintf(stderr, "sbx: a hook rewrote the command to: %s\n", out.Rewritten)
@@ -124,10 +146,10 @@ func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio p
 	switch {
 	case out.TimedOut:
 		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed\n", out.Timeout)
-		return exitTimeout, nil
+		return exitTimeout, out, nil
 	case out.Changes.Incomplete():
 		fmt.Fprintf(stderr, "sbx: not every change the command made reached the host (named above); the command itself exited with status %d\n", out.ExitCode)
-		return exitNotApplied, nil
+		return exitNotApplied, out, nil
 	}
-	return out.ExitCode, nil
+	return out.ExitCode, out, nil
 }

@@ -28,7 +28,7 @@ func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, er
 	f.SetOutput(stderr)
 	t.register(f)
 	f.StringVar(&t.output, "output", "result", "`FORMAT`: result (the tool_result) or structured (plus stdout, stderr, exit code, the decision trail)")
-	f.StringVar(&t.audit, "audit", "", "append every network decision to `FILE` as JSON Lines")
+	f.StringVar(&t.audit, "audit", "", "append every decision (gate, run, network, refused changes, limits) to `FILE` as JSON Lines")
 	registerLimits(f, &t.limits, false)
 	registerTx(f, &t.tx)
 	if err := f.Parse(args); err != nil {

@@ -1,0 +1,82 @@
+//go:build linux
+
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The audit log from real runs: every line has the schema's version, time
+// and kind, and each kind its fields; the summary says what happened.
+func TestAuditLogAndSummary(t *testing.T) {
+	e := newEnv(t)
+	audit, summary := filepath.Join(e.home, "audit.jsonl"), filepath.Join(e.home, "summary.json")
+	script := `import os, subprocess
+os.makedirs('.v' + 'scode', exist_ok=True)
+open('.v' + 'scode/tasks.json', 'w').write('{}')
+open('kept.txt', 'w').write('y')
+subprocess.run(['curl', '-s', '-m2', 'http://blocked.invalid/'])
+raise SystemExit(3)`
+	requireTool(t, "python3")
+	requireCurl(t)
+	r := e.sbx("run", "--audit", audit, "--summary", summary, "--", "python3", "-c", script)
+	if r.code != 3 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	e.sbx("run", "--audit", audit, "--settings", `{"permissions":{"deny":["Bash(rm:*)"]}}`, "--", "rm", "-rf", "x")
+	e.sbx("run", "--audit", audit, "--timeout", "1s", "--", "sleep", "10")
+	required := map[string][]string{
+		"gate":          {"tool", "decision", "source"},
+		"run-start":     {"argv", "dir", "workspace", "limits"},
+		"run-end":       {"exitCode", "durationMs", "applied", "refused", "blocked"},
+		"network":       {"proto", "host", "port", "decision"},
+		"write-refused": {"path", "change", "rule", "why"},
+		"limit":         {"limit", "exitCode"},
+	}
+	seen := map[string]int{}
+	f, err := os.Open(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("not JSON: %s", sc.Text())
+		}
+		kind, _ := rec["event"].(string)
+		if rec["v"] != float64(1) || rec["time"] == nil || required[kind] == nil {
+			t.Errorf("bad record: %s", sc.Text())
+			continue
+		}
+		seen[kind]++
+		for _, k := range required[kind] {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("%s lacks %q: %s", kind, k, sc.Text())
+			}
+		}
+	}
+	for kind := range required {
+		if seen[kind] == 0 {
+			t.Errorf("no %s event in the log (%v)", kind, seen)
+		}
+	}
+	var sum struct {
+		Ran      bool
+		ExitCode *int
+		Decision string
+		Applied  int
+		Refused  []struct{ Path, Rule string }
+		Blocked  []string
+	}
+	b, _ := os.ReadFile(summary)
+	if err := json.Unmarshal(b, &sum); err != nil || !sum.Ran || sum.ExitCode == nil || *sum.ExitCode != 3 || sum.Decision != "allow" ||
+		sum.Applied != 1 || len(sum.Refused) != 1 || !strings.HasSuffix(sum.Refused[0].Path, ".vscode") || len(sum.Blocked) != 1 {
+		t.Errorf("summary: %v\n%s", err, b)
+	}
+}
