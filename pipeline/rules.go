@@ -82,6 +82,12 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 	if canon, ok := toolAliases[r.Tool]; ok {
 		r.Tool = canon
 	}
+	if !strings.ContainsAny(r.Tool, "*_") && !slices.Contains(KnownTools, r.Tool) {
+		if s := settings.Suggest(r.Tool, KnownTools); s != "" {
+			return fail(fmt.Sprintf("unknown tool %q (did you mean %s?); tool names are case-sensitive, and this rule would match nothing", r.Tool, s))
+		}
+		return nil, fmt.Sprintf("%s: %q names no tool sbx knows; it matches nothing here", pr.Where(), raw), nil
+	}
 	if strings.Contains(r.Tool, "*") {
 		if r.Behavior == BehaviorAllow {
 			// An allow glob is honoured only after a literal mcp__<server>__.

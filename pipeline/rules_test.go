@@ -53,6 +53,9 @@ func TestParseRule(t *testing.T) {
 		{rule: "", behavior: "deny", errContains: "empty"},
 		{rule: "Read([)", behavior: "deny", errContains: "bad glob"},
 		{rule: "WebFetch(example.com)", behavior: "allow", errContains: "domain:"},
+		{rule: "bash(echo:*)", behavior: "deny", errContains: "did you mean Bash?"},
+		{rule: "Bahs", behavior: "deny", errContains: "did you mean Bash?"},
+		{rule: "SomeFutureTool", behavior: "deny", ignored: "names no tool sbx knows"},
 	}
 	for _, tt := range tests {
 		pr := settings.PermRule{Rule: tt.rule, Behavior: tt.behavior}

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -59,27 +60,27 @@ type Permissions struct {
 // permEvents are the hook events the gate runs.
 var permEvents = []string{"PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure"}
 
-// validatePermissions checks the types of the permissions and hooks
-// objects; an unparseable rule list is an error, never ignored.
-func validatePermissions(f *File) error {
+// hookEvents are Claude Code's hook events. An unknown event named like
+// one of them is an error (a misspelt PreToolUse would silently never
+// run); another unknown name warns.
+var hookEvents = append([]string{"Notification", "UserPromptSubmit", "Stop", "SubagentStart", "SubagentStop",
+	"PreCompact", "PostCompact", "SessionStart", "SessionEnd", "PermissionDenied", "TeammateIdle", "TaskCompleted",
+	"ConfigChange", "WorktreeCreate", "WorktreeRemove", "InstructionsLoaded", "Elicitation", "ElicitationResult"}, permEvents...)
+
+// permissionKeys are the keys of the permissions object.
+var permissionKeys = []string{"allow", "ask", "deny", "additionalDirectories", "defaultMode", "disableBypassPermissionsMode", "disableAutoMode"}
+
+// hookTypes are the handler types Claude Code knows.
+var hookTypes = []string{"command", "http", "mcp_tool", "prompt", "agent"}
+
+// validatePermissions checks the permissions and hooks objects: types,
+// and every key, event and handler type known (an unknown one is an error
+// naming the closest known, or, for a hook event unlike any, a warning).
+func (s *Settings) validatePermissions(f *File) error {
 	if p := lookup(f.Root, "permissions"); p != nil {
 		for _, k := range p.Keys {
-			v := p.Fields[k]
-			key := "permissions." + k
-			switch k {
-			case "allow", "ask", "deny", "additionalDirectories":
-				if v.Kind != KindArray {
-					return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected array of strings, got " + v.Kind.String()}
-				}
-				for i, e := range v.Elems {
-					if e.Kind != KindString {
-						return &Error{File: f.Path, Pos: e.Pos, Key: fmt.Sprintf("%s[%d]", key, i), Msg: "expected string, got " + e.Kind.String()}
-					}
-				}
-			case "defaultMode", "disableBypassPermissionsMode", "disableAutoMode":
-				if v.Kind != KindString {
-					return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected string, got " + v.Kind.String()}
-				}
+			if err := validatePermissionKey(f, k, p.Fields[k]); err != nil {
+				return err
 			}
 		}
 	}
@@ -88,36 +89,98 @@ func validatePermissions(f *File) error {
 		return nil
 	}
 	for _, ev := range h.Keys {
-		groups := h.Fields[ev]
-		if groups.Kind != KindArray {
-			return &Error{File: f.Path, Pos: groups.Pos, Key: "hooks." + ev, Msg: "expected array of matcher groups"}
-		}
-		for gi, g := range groups.Elems {
-			key := fmt.Sprintf("hooks.%s[%d]", ev, gi)
-			if g.Kind != KindObject {
-				return &Error{File: f.Path, Pos: g.Pos, Key: key, Msg: "expected object"}
+		if !slices.Contains(hookEvents, ev) {
+			if sug := Suggest(ev, hookEvents); sug != "" {
+				return &Error{File: f.Path, Pos: h.Fields[ev].Pos, Key: "hooks." + ev, Msg: "unknown hook event (did you mean " + sug + "?); its hooks would never run"}
 			}
-			if m := g.Fields["matcher"]; m != nil && m.Kind != KindString {
+			s.Warnings = append(s.Warnings, Warning{File: f.Path, Pos: h.Fields[ev].Pos, Key: "hooks." + ev, Msg: "unknown hook event; its hooks are not run"})
+		}
+		if err := validateHookGroups(f, ev, h.Fields[ev]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validatePermissionKey(f *File, k string, v *Node) error {
+	key := "permissions." + k
+	switch k {
+	case "allow", "ask", "deny", "additionalDirectories":
+		if v.Kind != KindArray {
+			return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected array of strings, got " + v.Kind.String()}
+		}
+		for i, e := range v.Elems {
+			if e.Kind != KindString {
+				return &Error{File: f.Path, Pos: e.Pos, Key: fmt.Sprintf("%s[%d]", key, i), Msg: "expected string, got " + e.Kind.String()}
+			}
+		}
+	case "defaultMode", "disableBypassPermissionsMode", "disableAutoMode":
+		if v.Kind != KindString {
+			return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "expected string, got " + v.Kind.String()}
+		}
+	default:
+		return &Error{File: f.Path, Pos: v.Pos, Key: key, Msg: "unknown key" + didYouMean(k, permissionKeys) + "; sbx refuses keys it does not understand in permissions"}
+	}
+	return nil
+}
+
+// validateHookGroups checks one event's matcher groups and handlers.
+func validateHookGroups(f *File, ev string, groups *Node) error {
+	if groups.Kind != KindArray {
+		return &Error{File: f.Path, Pos: groups.Pos, Key: "hooks." + ev, Msg: "expected array of matcher groups"}
+	}
+	for gi, g := range groups.Elems {
+		key := fmt.Sprintf("hooks.%s[%d]", ev, gi)
+		if g.Kind != KindObject {
+			return &Error{File: f.Path, Pos: g.Pos, Key: key, Msg: "expected object"}
+		}
+		if m := g.Fields["matcher"]; m != nil {
+			if m.Kind != KindString {
 				return &Error{File: f.Path, Pos: m.Pos, Key: key + ".matcher", Msg: "expected string"}
 			}
-			hs := g.Fields["hooks"]
-			if hs == nil || hs.Kind != KindArray {
-				return &Error{File: f.Path, Pos: g.Pos, Key: key + ".hooks", Msg: "expected array of hook handlers"}
+			if err := checkMatcher(m.Str); err != nil {
+				return &Error{File: f.Path, Pos: m.Pos, Key: key + ".matcher", Msg: "not a valid regular expression: " + err.Error()}
 			}
-			for hi, hh := range hs.Elems {
-				hkey := fmt.Sprintf("%s.hooks[%d]", key, hi)
-				if hh.Kind != KindObject {
-					return &Error{File: f.Path, Pos: hh.Pos, Key: hkey, Msg: "expected object"}
-				}
-				for _, sk := range []string{"type", "command", "if"} {
-					if v := hh.Fields[sk]; v != nil && v.Kind != KindString {
-						return &Error{File: f.Path, Pos: v.Pos, Key: hkey + "." + sk, Msg: "expected string"}
-					}
-				}
-				if v := hh.Fields["timeout"]; v != nil && v.Kind != KindNumber {
-					return &Error{File: f.Path, Pos: v.Pos, Key: hkey + ".timeout", Msg: "expected number (seconds)"}
-				}
+		}
+		hs := g.Fields["hooks"]
+		if hs == nil || hs.Kind != KindArray {
+			return &Error{File: f.Path, Pos: g.Pos, Key: key + ".hooks", Msg: "expected array of hook handlers"}
+		}
+		for hi, hh := range hs.Elems {
+			if err := validateHandler(f, fmt.Sprintf("%s.hooks[%d]", key, hi), hh); err != nil {
+				return err
 			}
+		}
+	}
+	return nil
+}
+
+func validateHandler(f *File, hkey string, hh *Node) error {
+	if hh.Kind != KindObject {
+		return &Error{File: f.Path, Pos: hh.Pos, Key: hkey, Msg: "expected object"}
+	}
+	for _, sk := range []string{"type", "command", "if"} {
+		if v := hh.Fields[sk]; v != nil && v.Kind != KindString {
+			return &Error{File: f.Path, Pos: v.Pos, Key: hkey + "." + sk, Msg: "expected string"}
+		}
+	}
+	if v := hh.Fields["type"]; v != nil && !slices.Contains(hookTypes, v.Str) {
+		return &Error{File: f.Path, Pos: v.Pos, Key: hkey + ".type", Msg: fmt.Sprintf("unknown hook type %q%s; one of command, http, mcp_tool, prompt, agent", v.Str, didYouMean(v.Str, hookTypes))}
+	}
+	if v := hh.Fields["timeout"]; v != nil && v.Kind != KindNumber {
+		return &Error{File: f.Path, Pos: v.Pos, Key: hkey + ".timeout", Msg: "expected number (seconds)"}
+	}
+	return nil
+}
+
+// checkMatcher compiles a matcher that is not a plain name list as a
+// regular expression (Claude Code uses JavaScript's; Go's is close enough
+// to catch a broken one).
+func checkMatcher(m string) error {
+	for _, c := range m {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("_- ,|", c)) {
+			_, err := regexp.Compile(m)
+			return err
 		}
 	}
 	return nil

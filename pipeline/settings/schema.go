@@ -93,6 +93,7 @@ var schema = map[string]keySpec{
 	"sandbox.network.allowUnixSockets":        {kind: KindArray, loosens: ifNonEmpty},
 	"sandbox.network.allowAllUnixSockets":     {kind: KindBool, loosens: ifTrue},
 	"sandbox.network.allowLocalBinding":       {kind: KindBool, loosens: ifTrue, note: "macOS only"},
+	"sandbox.network.allowMachLookup":         {kind: KindArray, status: ignoredStricter, loosens: ifNonEmpty, note: "macOS only"},
 	"sandbox.network.httpProxyPort":           {kind: KindNumber, status: ignoredStricter, loosens: always, note: "external proxies are not supported"},
 	"sandbox.network.socksProxyPort":          {kind: KindNumber, status: ignoredStricter, loosens: always, note: "external proxies are not supported"},
 	"sandbox.network.tlsTerminate":            {kind: KindObject, status: ignoredStricter, loosens: always},

@@ -372,7 +372,7 @@ func Load(o Options) (*Settings, error) {
 		if err := s.validate(f); err != nil {
 			return nil, err
 		}
-		if err := validatePermissions(f); err != nil {
+		if err := s.validatePermissions(f); err != nil {
 			return nil, err
 		}
 		s.Files = append(s.Files, f)

@@ -92,6 +92,10 @@ func TestValidationErrors(t *testing.T) {
 		{"unknown credentials key", `{"sandbox": {"credentials": {"files": []}}}`, "sandbox.credentials.files: unknown key"},
 		{"bad credential mode", `{"sandbox": {"credentials": {"envVars": {"X": {"mode": "leak"}}}}}`, "sandbox.credentials.envVars.X.mode"},
 		{"not an object", `[]`, "settings must be a JSON object"},
+		{"unknown permissions key", `{"permissions": {"denny": ["Bash(rm:*)"]}}`, "permissions.denny: unknown key (did you mean deny?)"},
+		{"misspelt hook event", `{"hooks": {"PreToolUSE": []}}`, "hooks.PreToolUSE: unknown hook event (did you mean PreToolUse?)"},
+		{"unknown hook type", `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "comand", "command": "x"}]}]}}`, `hooks.PreToolUse[0].hooks[0].type: unknown hook type "comand" (did you mean command?)`},
+		{"broken matcher", `{"hooks": {"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}}`, "hooks.PreToolUse[0].matcher: not a valid regular expression"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +113,9 @@ func TestValidationErrors(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	s, err := load(t, fakeFS{"/home/u/.config/sbx/settings.json": `{"theme": "dark", "bogus": 1,
-		"sandbox": {"enableWeakerNestedSandbox": true, "filesystem": {"allowManagedReadPathsOnly": true}}}`}, nil)
+		"hooks": {"SomethingNew": [], "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "x"}]}]},
+		"sandbox": {"enableWeakerNestedSandbox": true, "filesystem": {"allowManagedReadPathsOnly": true},
+		"network": {"allowMachLookup": ["com.apple.x"]}}}`}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +124,8 @@ func TestWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	all := strings.Join(got, "\n")
-	for _, want := range []string{"bogus: unknown key", "enableWeakerNestedSandbox: not supported", "allowManagedReadPathsOnly: only honoured in managed"} {
+	for _, want := range []string{"bogus: unknown key", "enableWeakerNestedSandbox: not supported", "allowManagedReadPathsOnly: only honoured in managed",
+		"hooks.SomethingNew: unknown hook event", "sandbox.network.allowMachLookup: not supported, ignored (macOS only)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings %q lack %q", all, want)
 		}
