@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -59,6 +61,30 @@ func MaskFile(rel, path string, data []byte) (*MaskedFile, error) {
 	return &MaskedFile{Path: path, Content: out, Secrets: m.secrets}, nil
 }
 
+// envRef is a value that is only a reference to an environment variable.
+var envRef = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
+
+// hostPort is where a URL's credentials may go: its host and port (the
+// scheme's default when it names none), so a token for an HTTPS registry
+// never travels in clear to port 80 of the same host.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if strings.EqualFold(u.Scheme, "http") {
+			port = "80"
+		}
+	}
+	if u.Hostname() == "" {
+		return ""
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// isComment reports whether an INI-style line is a comment: left out, as
+// an old token may still be valid.
+func isComment(t string) bool { return strings.HasPrefix(t, "#") || strings.HasPrefix(t, ";") }
+
 // masker replaces secrets with placeholders and keeps them.
 type masker struct {
 	name    string
@@ -67,8 +93,8 @@ type masker struct {
 
 // mask returns the placeholder for value, bound to host ("" for none).
 func (m *masker) mask(what, value, host string) (string, error) {
-	if value == "" || strings.HasPrefix(value, "${") {
-		return value, nil // empty, or an environment reference (masked there)
+	if value == "" || envRef.MatchString(value) {
+		return value, nil // empty, or only an environment reference (masked there)
 	}
 	for _, s := range m.secrets {
 		if s.value == value && slicesEqual(s.Hosts, hostList(host)) {
@@ -112,8 +138,11 @@ func (m *masker) lines(data []byte, f func(string) (string, error)) ([]byte, err
 // sbx does not guess the default registry).
 func (m *masker) npmrcLine(line string) (string, error) {
 	t := strings.TrimSpace(line)
-	if t == "" || t[0] == '#' || t[0] == ';' {
+	if t == "" {
 		return line, nil
+	}
+	if isComment(t) {
+		return "", nil
 	}
 	key, value, ok := strings.Cut(line, "=")
 	if !ok {
@@ -129,11 +158,11 @@ func (m *masker) npmrcLine(line string) (string, error) {
 		}
 		field = k[i+1:]
 		if u, err := url.Parse("https:" + k[:i]); err == nil {
-			host = u.Hostname()
+			host = hostPort(u)
 		}
 	}
-	switch field {
-	case "_authToken", "_auth", "_password", "password", "keyfile":
+	switch strings.ToLower(field) {
+	case "_authtoken", "_auth", "_password", "password", "key", "keyfile", "cert", "certfile", "token":
 	default:
 		return line, nil
 	}
@@ -157,9 +186,15 @@ func (m *masker) gitCredentialsLine(line string) (string, error) {
 	}
 	pass, ok := u.User.Password()
 	if !ok {
-		return line, nil
+		// A token as the user name (https://TOKEN@host).
+		ph, err := m.mask("user for "+u.Host, u.User.Username(), hostPort(u))
+		if err != nil {
+			return "", err
+		}
+		u.User = url.User(ph)
+		return u.String(), nil
 	}
-	ph, err := m.mask("password for "+u.Host, pass, u.Hostname())
+	ph, err := m.mask("password for "+u.Host, pass, hostPort(u))
 	if err != nil {
 		return "", err
 	}
@@ -215,8 +250,9 @@ func skipMacro(toks []string, i int) int {
 	return i
 }
 
-// pypirc masks `password` in every section, bound to that section's
-// repository host (none when it names none).
+// pypirc masks `password` in every section (keys in any case, `=` or `:`
+// as configparser reads them), bound to that section's repository host
+// and port (none when it names none); comments are left out.
 func (m *masker) pypirc(data []byte) ([]byte, error) {
 	hosts := map[string]string{}
 	section := ""
@@ -226,9 +262,9 @@ func (m *masker) pypirc(data []byte) ([]byte, error) {
 			section = t
 			continue
 		}
-		if k, v, ok := strings.Cut(t, "="); ok && strings.TrimSpace(k) == "repository" {
-			if u, err := url.Parse(strings.TrimSpace(v)); err == nil {
-				hosts[section] = u.Hostname()
+		if k, v, ok := iniCut(t); ok && k == "repository" {
+			if u, err := url.Parse(v); err == nil {
+				hosts[section] = hostPort(u)
 			}
 		}
 	}
@@ -236,8 +272,10 @@ func (m *masker) pypirc(data []byte) ([]byte, error) {
 	return m.lines(data, func(line string) (string, error) {
 		t := strings.TrimSpace(line)
 		switch {
-		case t == "" || t[0] == '#' || t[0] == ';':
+		case t == "":
 			return line, nil
+		case isComment(t):
+			return "", nil
 		case strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]"):
 			section, last = t, ""
 			return line, nil
@@ -247,71 +285,146 @@ func (m *masker) pypirc(data []byte) ([]byte, error) {
 			}
 			return line, nil // a continued list (index-servers)
 		}
-		k, v, ok := strings.Cut(line, "=")
+		k, v, ok := iniCut(line)
 		if !ok {
 			return "", nil // not a setting: left out
 		}
-		last = strings.TrimSpace(k)
-		if last != "password" {
+		if last = k; k != "password" {
 			return line, nil
 		}
-		ph, err := m.mask("password in "+section, strings.TrimSpace(v), hosts[section])
+		ph, err := m.mask("password in "+section, v, hosts[section])
 		if err != nil {
 			return "", err
 		}
-		return k + "=" + strings.Replace(v, strings.TrimSpace(v), ph, 1), nil
+		return "password = " + ph, nil
 	})
 }
 
-// dockerConfig masks auths.*.auth (the password inside the base64),
-// identitytoken and registrytoken, bound to the registry's host. The file
-// is rewritten as JSON with the same keys.
+// iniCut splits a configparser line at its first = or :, the key
+// lower-cased, both trimmed.
+func iniCut(line string) (key, value string, ok bool) {
+	i := strings.IndexAny(line, "=:")
+	if i < 0 {
+		return "", "", false
+	}
+	return strings.ToLower(strings.TrimSpace(line[:i])), strings.TrimSpace(line[i+1:]), true
+}
+
+// dockerConfig masks every secret of auths entries (the password inside
+// `auth`, tokens; bound to the registry's host and port), HttpHeaders
+// values and passwords in proxies URLs, with keys matched in any case as
+// Docker reads them. The file is rewritten as JSON with the same keys.
 func (m *masker) dockerConfig(data []byte) ([]byte, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	var auths map[string]map[string]json.RawMessage
-	if raw, ok := doc["auths"]; ok {
-		if err := json.Unmarshal(raw, &auths); err != nil {
-			return nil, fmt.Errorf("auths: %w", err)
+	for key, raw := range doc {
+		var masked any
+		var err error
+		switch strings.ToLower(key) {
+		case "auths":
+			masked, err = m.dockerAuths(raw)
+		case "httpheaders":
+			masked, err = m.maskStrings(raw, "header", "")
+		case "proxies":
+			masked, err = m.maskURLPasswords(raw)
+		default:
+			continue
 		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		doc[key], _ = json.Marshal(masked)
+	}
+	return json.MarshalIndent(doc, "", "\t")
+}
+
+func (m *masker) dockerAuths(raw json.RawMessage) (any, error) {
+	var auths map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &auths); err != nil {
+		return nil, err
 	}
 	for reg, entry := range auths {
-		host := reg
-		if u, err := url.Parse(reg); err == nil && u.Host != "" {
-			host = u.Hostname()
+		r := reg
+		if !strings.Contains(r, "://") {
+			r = "https://" + r
 		}
-		for field, raw := range entry {
+		host := ""
+		if u, err := url.Parse(r); err == nil {
+			host = hostPort(u)
+		}
+		for field, fraw := range entry {
 			var v string
-			if json.Unmarshal(raw, &v) != nil || v == "" {
+			if json.Unmarshal(fraw, &v) != nil || v == "" {
 				continue
 			}
-			masked, err := m.dockerField(reg, host, field, v)
+			masked, err := m.dockerField(reg, host, strings.ToLower(field), v)
 			if err != nil {
 				return nil, err
 			}
 			entry[field], _ = json.Marshal(masked)
 		}
 	}
-	if auths != nil {
-		doc["auths"], _ = json.Marshal(auths)
+	return auths, nil
+}
+
+// maskStrings masks every string in a JSON value, bound to host.
+func (m *masker) maskStrings(raw json.RawMessage, what, host string) (any, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
 	}
-	if raw, ok := doc["HttpHeaders"]; ok {
-		var headers map[string]string
-		if err := json.Unmarshal(raw, &headers); err != nil {
-			return nil, fmt.Errorf("HttpHeaders: %w", err)
+	return walkStrings(v, func(s string) (string, error) { return m.mask(what, s, host) })
+}
+
+// maskURLPasswords masks the password of every URL string in a JSON value.
+func (m *masker) maskURLPasswords(raw json.RawMessage) (any, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	return walkStrings(v, func(s string) (string, error) {
+		u, err := url.Parse(s)
+		if err != nil || u.User == nil {
+			return s, nil
 		}
-		for k, v := range headers {
-			ph, err := m.mask("header "+k, v, "")
+		pass, ok := u.User.Password()
+		if !ok {
+			return s, nil
+		}
+		ph, err := m.mask("proxy password", pass, "")
+		if err != nil {
+			return "", err
+		}
+		u.User = url.UserPassword(u.User.Username(), ph)
+		return u.String(), nil
+	})
+}
+
+// walkStrings replaces every string in a decoded JSON value with f's.
+func walkStrings(v any, f func(string) (string, error)) (any, error) {
+	switch t := v.(type) {
+	case string:
+		return f(t)
+	case map[string]any:
+		for k, e := range t {
+			r, err := walkStrings(e, f)
 			if err != nil {
 				return nil, err
 			}
-			headers[k] = ph
+			t[k] = r
 		}
-		doc["HttpHeaders"], _ = json.Marshal(headers)
+	case []any:
+		for i, e := range t {
+			r, err := walkStrings(e, f)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = r
+		}
 	}
-	return json.MarshalIndent(doc, "", "\t")
+	return v, nil
 }
 
 // dockerField masks one field of an auths entry: everything but the user
@@ -322,10 +435,10 @@ func (m *masker) dockerField(reg, host, field, v string) (string, error) {
 		return v, nil
 	case "auth":
 		dec, err := base64.StdEncoding.DecodeString(v)
-		if err != nil {
+		user, pass, ok := strings.Cut(string(dec), ":")
+		if err != nil || !ok {
 			return m.mask("auth for "+reg, v, host)
 		}
-		user, pass, _ := strings.Cut(string(dec), ":")
 		ph, err := m.mask("password for "+reg, pass, host)
 		if err != nil {
 			return "", err

@@ -14,16 +14,23 @@ func TestMaskFile(t *testing.T) {
 		keep    []string          // lines kept as they are
 	}{
 		{".npmrc", "registry=https://npm.example/\n//npm.example/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789\n_authToken = \"plain-token-1\"\ncafile=/etc/ca.pem\n//x.example/path/:_password=cGFzcw==\nt=${NPM_TOKEN}\n",
-			map[string]string{"npm_abcdefghijklmnopqrstuvwxyz0123456789": "npm.example", "plain-token-1": "", "cGFzcw==": "x.example"},
+			map[string]string{"npm_abcdefghijklmnopqrstuvwxyz0123456789": "npm.example:443", "plain-token-1": "", "cGFzcw==": "x.example:443"},
 			[]string{"registry=https://npm.example/\n", "cafile=/etc/ca.pem\n", "t=${NPM_TOKEN}\n"}},
 		{".npmrc", "STRAY-TOKEN\n", map[string]string{}, []string{"\n"}},
+		// Variants a red-team pass found in clear.
+		{".npmrc", "#//old.example/:_authToken=STRAY-OLD\n//h.example:4873/:_AuthToken=tok-case-123\nkey=\"-----BEGIN PRIVATE KEY-----\\nabc\"\n_authToken=${HOME}tail-secret-1\n",
+			map[string]string{"tok-case-123": "h.example:4873", "-----BEGIN PRIVATE KEY-----\\nabc": "", "${HOME}tail-secret-1": ""}, nil},
+		{".pypirc", "[pypi]\nPassword = upper-secret-1\n[b]\nrepository: http://b.example:8080/\npassword: colon=secret=2\n# password = STRAY-COMMENT\n",
+			map[string]string{"upper-secret-1": "", "colon=secret=2": "b.example:8080"}, nil},
+		{".docker/config.json", `{"Auths": {"reg.example:5000": {"auth": "` + base64.StdEncoding.EncodeToString([]byte("notokcolon")) + `"}}, "httpHeaders": {"X-A": "hdr-secret-2"}, "proxies": {"default": {"httpProxy": "http://u:proxy-secret-3@proxy.example:3128"}}}`,
+			map[string]string{base64.StdEncoding.EncodeToString([]byte("notokcolon")): "reg.example:5000", "hdr-secret-2": "", "proxy-secret-3": ""}, nil},
 		{".netrc", "machine api.example login me password hunter22\nSTRAY-TOKEN\nmacdef init\ncd /x\n\ndefault login anon password anonpw\n",
 			map[string]string{"hunter22": "api.example", "anonpw": ""}, []string{"machine api.example login me password ", "default login anon password "}},
 		{".git-credentials", "https://me:ghp_abcdefghijklmnopqrstuvwxyz@git.example\nhttps://onlyuser@h.example\nSTRAY-TOKEN\n",
-			map[string]string{"ghp_abcdefghijklmnopqrstuvwxyz": "git.example"}, []string{"https://onlyuser@h.example\n"}},
+			map[string]string{"ghp_abcdefghijklmnopqrstuvwxyz": "git.example:443", "onlyuser": "h.example:443"}, []string{"https://"}},
 		{".pypirc", "[distutils]\nindex-servers =\n    a\nSTRAY-TOKEN\n[a]\nrepository = https://up.example/legacy/\nusername = __token__\npassword = pypi-AgEIcHlwaS5vcmc\n",
-			map[string]string{"pypi-AgEIcHlwaS5vcmc": "up.example"}, []string{"username = __token__\n", "index-servers =\n    a\n"}},
-		{".docker/config.json", docker, map[string]string{"s3cretpass": "registry.example", "idtok123456": "r2.example", "hdrsecret99": ""}, []string{`"credsStore": "desktop"`, `"username": "me"`}},
+			map[string]string{"pypi-AgEIcHlwaS5vcmc": "up.example:443"}, []string{"username = __token__\n", "index-servers =\n    a\n"}},
+		{".docker/config.json", docker, map[string]string{"s3cretpass": "registry.example:443", "idtok123456": "r2.example:443", "hdrsecret99": ""}, []string{`"credsStore": "desktop"`, `"username": "me"`}},
 	} {
 		m, err := MaskFile(tc.rel, "/home/u/"+tc.rel, []byte(tc.in))
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +31,17 @@ raise SystemExit(3)`
 	}
 	e.sbx("run", "--audit", audit, "--settings", `{"permissions":{"deny":["Bash(rm:*)"]}}`, "--", "rm", "-rf", "x")
 	e.sbx("run", "--audit", audit, "--timeout", "1s", "--", "sleep", "10")
+	// A secret on the command line never reaches the log or the summary.
+	const token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+	secretSummary := filepath.Join(e.home, "secret-summary.json")
+	cmd := exec.Command(sbxBin, "run", "--audit", audit, "--summary", secretSummary, "--", "echo", token)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "GITHUB_TOKEN="+token)
+	cmd.Run()
+	for _, f := range []string{audit, secretSummary} {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), token) || len(b) == 0 {
+			t.Errorf("%s holds the secret (or nothing): %s", f, b)
+		}
+	}
 	required := map[string][]string{
 		"gate":          {"tool", "decision", "source"},
 		"run-start":     {"argv", "dir", "workspace", "limits"},

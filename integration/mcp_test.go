@@ -87,6 +87,17 @@ func TestMCPServerWithGoClient(t *testing.T) {
 	if err != nil || !rr.IsError || strings.Contains(mcpText(rr), "root:") {
 		t.Errorf("read_file of a denied path: %v %q", err, mcpText(rr))
 	}
+	// A link in the workspace is read only if its target may be: one to a
+	// file outside the working directories, or to a device, is refused.
+	os.WriteFile(filepath.Join(e.home, "host-secret"), []byte("HOST-SECRET"), 0o600)
+	os.Symlink(filepath.Join(e.home, "host-secret"), e.path("to-secret"))
+	os.Symlink("/dev/zero", e.path("to-zero"))
+	for _, link := range []string{"to-secret", "to-zero"} {
+		rr, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"file_path": e.path(link)}})
+		if err != nil || !rr.IsError || strings.Contains(mcpText(rr), "HOST-SECRET") {
+			t.Errorf("read_file of a link %s: %v %q", link, err, mcpText(rr))
+		}
+	}
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}

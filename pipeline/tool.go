@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -193,7 +195,7 @@ func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
 		return errResult(tu.ID, "Error: "+err.Error())
 	}
 	if name == "Read" {
-		return r.runRead(call)
+		return r.runRead(ctx, call)
 	}
 	return r.runBash(ctx, call, v)
 }
@@ -201,25 +203,34 @@ func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
 // runRead reads a text file with line numbers, as Claude Code's Read does:
 // from line offset (1-based), at most limit lines (default 2000), long lines
 // cut at 2000 characters.
-func (r *Runner) runRead(call *Call) *ToolResult {
+func (r *Runner) runRead(ctx context.Context, call *Call) *ToolResult {
 	p := call.str("file_path")
 	if !strings.HasPrefix(p, "/") {
 		return errResult(call.ID, "InputValidationError: file_path must be absolute")
 	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return errResult(call.ID, "Error: "+err.Error())
+	}
 	// The Read tool runs on the host, but what the sandbox hides (denyRead,
 	// the credential files) stays hidden from it too.
 	if r.FS != nil {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			real = p
-		}
 		for _, cand := range []string{p, real} {
 			if hiddenByPolicy(r.FS, cand) {
 				return errResult(call.ID, fmt.Sprintf("Error: %s is hidden by the sandbox policy (denyRead); re-open it with allowRead", p))
 			}
 		}
 	}
-	data, err := os.ReadFile(p)
+	// A link (one the sandbox may have made in the workspace) is read only
+	// if the gate allows reading what it points to as well.
+	if real != p {
+		in, _ := json.Marshal(map[string]string{"file_path": real})
+		v, err := r.Decide(ctx, &Call{ID: call.ID, Tool: "Read", Input: in})
+		if err != nil || v.Decision != DecisionAllow {
+			return errResult(call.ID, fmt.Sprintf("Error: %s is a link to %s, which may not be read here", p, real))
+		}
+	}
+	data, err := readRegular(real, maxReadBytes)
 	if err != nil {
 		return errResult(call.ID, "Error: "+err.Error())
 	}
@@ -247,6 +258,30 @@ func (r *Runner) runRead(call *Call) *ToolResult {
 		fmt.Fprintf(&b, "%6d\t%s\n", i+1, l)
 	}
 	return &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(b.String(), MaxOutputChars)}
+}
+
+// maxReadBytes bounds the file the Read tool reads.
+const maxReadBytes = 16 << 20
+
+// readRegular reads the regular file at path (never a FIFO or a device),
+// of at most max bytes.
+func readRegular(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s is larger than %d MiB; read it in the sandbox with a command", path, max>>20)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // Decide runs the gate for a call and settles an "ask": approved earlier

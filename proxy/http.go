@@ -151,13 +151,13 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		s.deny("http", host, port, d)
 		return r, denyResponse(r, http.StatusForbidden, d.reason)
 	}
-	if err := s.injectHTTP(r, t.host); err != nil {
+	if err := s.injectHTTP(r, t.host, t.port); err != nil {
 		d := &denial{reason: err.Error(), rule: t.rule}
 		s.deny("http", host, port, d)
 		return r, denyResponse(r, http.StatusForbidden, err.Error())
 	}
 	st := &reqState{t: t, proto: "http"}
-	if bound := s.boundTo(t.host); len(bound) > 0 {
+	if bound := s.boundTo(t.host, t.port); len(bound) > 0 {
 		// The host may send a real value back (an echo, a token
 		// endpoint): the response is searched, so it must come as is.
 		r.Header.Set("Accept-Encoding", "identity")
@@ -223,7 +223,7 @@ func (s *Server) onConnect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		ctx.Resp = denyResponse(ctx.Req, http.StatusForbidden, d.reason)
 		return goproxy.RejectConnect, hostport
 	}
-	if s.terminates(t.host) {
+	if s.terminates(t.host, t.port) {
 		// A bound credential: terminate TLS so the placeholder can be
 		// swapped in; each request inside is decided and audited again.
 		return s.mitmAction(), hostport

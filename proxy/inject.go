@@ -17,26 +17,28 @@ import (
 // maxInjectBody is the largest form or JSON body searched for placeholders.
 const maxInjectBody = 1 << 20
 
-// bound reports whether a secret may be sent to host.
-func bound(s *creds.Secret, h netrules.Host) bool {
+// bound reports whether a secret may be sent to host on port: a binding
+// that names a port (host:443) holds for that port only, one without for
+// every port.
+func bound(s *creds.Secret, h netrules.Host, port int) bool {
 	for _, p := range s.Hosts {
 		r, err := netrules.ParseRule(p, "sandbox.credentials")
-		if err != nil {
+		if err != nil || (r.Port != 0 && r.Port != port) {
 			continue
 		}
 		set := &netrules.Set{Allow: []netrules.Rule{*r}}
-		if set.Decide(h, 0).Decision == netrules.Allow || (r.Port != 0 && set.Decide(h, r.Port).Decision == netrules.Allow) {
+		if set.Decide(h, port).Decision == netrules.Allow {
 			return true
 		}
 	}
 	return false
 }
 
-// boundTo returns the masked secrets that may be sent to h.
-func (s *Server) boundTo(h netrules.Host) []*creds.Secret {
+// boundTo returns the masked secrets that may be sent to h on port.
+func (s *Server) boundTo(h netrules.Host, port int) []*creds.Secret {
 	var out []*creds.Secret
 	for _, sec := range s.Secrets {
-		if sec.Placeholder != "" && bound(sec, h) {
+		if sec.Placeholder != "" && bound(sec, h, port) {
 			out = append(out, sec)
 		}
 	}
@@ -102,7 +104,7 @@ func (e *ExfiltrationError) Error() string {
 // host: request line, headers (Basic auth included, where the placeholder
 // sits inside base64) and form or JSON bodies up to 1 MiB. A placeholder of
 // a secret not bound to host is an *ExfiltrationError.
-func (s *Server) injectHTTP(r *http.Request, h netrules.Host) error {
+func (s *Server) injectHTTP(r *http.Request, h netrules.Host, port int) error {
 	var active []*creds.Secret
 	for _, sec := range s.Secrets {
 		if sec.Placeholder != "" {
@@ -144,7 +146,7 @@ func (s *Server) injectHTTP(r *http.Request, h netrules.Host) error {
 		if !present {
 			continue
 		}
-		if !bound(sec, h) {
+		if !bound(sec, h, port) {
 			return &ExfiltrationError{Var: sec.Name, Host: h.String()}
 		}
 		r.URL.Path = strings.ReplaceAll(r.URL.Path, ph, real)

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/netrules"
 )
 
 func TestInjectionForBoundHostOnly(t *testing.T) {
@@ -240,5 +241,30 @@ func TestBoundHostEchoGetsThePlaceholderBack(t *testing.T) {
 	resp, body := post("/br")
 	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, real) {
 		t.Errorf("br: %d %q", resp.StatusCode, body)
+	}
+}
+
+// A binding that names a port holds for that port only; one without, for
+// every port.
+func TestBoundPort(t *testing.T) {
+	res, err := creds.MaskEnv([]string{"A_TOKEN=value-one-0123456789", "B_TOKEN=value-two-0123456789"}, creds.Config{Vars: map[string]creds.VarConfig{
+		"A_TOKEN": {Hosts: []string{"reg.example:8443"}}, "B_TOKEN": {Hosts: []string{"api.example"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res.Secrets[0], res.Secrets[1]
+	for _, tc := range []struct {
+		s    *creds.Secret
+		host string
+		port int
+		want bool
+	}{
+		{a, "reg.example", 8443, true}, {a, "reg.example", 80, false}, {a, "reg.example", 443, false}, {a, "other.example", 8443, false},
+		{b, "api.example", 80, true}, {b, "api.example", 443, true}, {b, "x.api.example", 443, false},
+	} {
+		h, _ := netrules.NormalizeHost(tc.host)
+		if got := bound(tc.s, h, tc.port); got != tc.want {
+			t.Errorf("%s bound to %s:%d = %v, want %v", tc.s.Name, tc.host, tc.port, got, tc.want)
+		}
 	}
 }

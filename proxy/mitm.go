@@ -100,8 +100,8 @@ func (c *certCache) Fetch(host string, gen func() (*tls.Certificate, error)) (*t
 
 // terminates reports whether TLS to host is terminated: only when a masked
 // credential is bound to it.
-func (s *Server) terminates(h netrules.Host) bool {
-	return s.CA != nil && len(s.boundTo(h)) > 0
+func (s *Server) terminates(h netrules.Host, port int) bool {
+	return s.CA != nil && len(s.boundTo(h, port)) > 0
 }
 
 func (s *Server) mitmAction() *goproxy.ConnectAction {

@@ -23,6 +23,16 @@ type Audit struct {
 	mu  sync.Mutex
 	f   *os.File
 	enc *json.Encoder
+	// redact removes real secret values from commands and paths (nil:
+	// nothing to remove).
+	redact func(string) string
+}
+
+func (a *Audit) clean(s string) string {
+	if a.redact == nil {
+		return s
+	}
+	return a.redact(s)
 }
 
 // OpenAudit opens (appending) or creates the audit file, mode 0600.
@@ -69,7 +79,7 @@ func (a *Audit) Gate(call *pipeline.Call, v *pipeline.Verdict) {
 		Reason   string `json:"reason,omitempty"`
 		Rule     string `json:"rule,omitempty"`
 		Source   string `json:"source,omitempty"`
-	}{newHead("gate"), call.Tool, call.ID, call.Summary(), string(v.Decision), v.Reason, v.Rule, v.Source})
+	}{newHead("gate"), call.Tool, call.ID, a.clean(call.Summary()), string(v.Decision), a.clean(v.Reason), v.Rule, v.Source})
 }
 
 // RunStart records a command about to start in the sandbox ("run-start").
@@ -77,6 +87,10 @@ func (a *Audit) RunStart(s *pipeline.Spec) {
 	workspace := ""
 	if s.FS != nil {
 		workspace = s.FS.Workspace
+	}
+	argv := make([]string, len(s.Argv))
+	for i, a0 := range s.Argv {
+		argv[i] = a.clean(a0)
 	}
 	a.write(struct {
 		head
@@ -86,7 +100,7 @@ func (a *Audit) RunStart(s *pipeline.Spec) {
 		Network   bool        `json:"network"`
 		TimeoutMs int64       `json:"timeoutMs,omitempty"`
 		Limits    auditLimits `json:"limits"`
-	}{newHead("run-start"), s.Argv, s.Dir, workspace, s.Net != nil, s.Timeout.Milliseconds(), limitsOf(s.Limits)})
+	}{newHead("run-start"), argv, s.Dir, workspace, s.Net != nil, s.Timeout.Milliseconds(), limitsOf(s.Limits)})
 }
 
 // auditLimits are a run's limits as the audit log spells them (zero: none).

@@ -305,6 +305,7 @@ func (s *Session) build() (*sandbox, error) {
 		if sb.audit, err = OpenAudit(s.opts.AuditFile); err != nil {
 			return nil, err
 		}
+		sb.audit.redact = sb.red.Redact
 	}
 	sb.exec = s.opts.Executor
 	if sb.exec == nil {
