@@ -25,7 +25,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	if *tool == "" {
 		return 2, &usageError{"check: --tool is required"}

@@ -42,7 +42,7 @@ func cmdClaudeShell(args []string, stdin io.Reader, stdout, stderr io.Writer) (i
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	if f.NArg() != 1 {
 		return 2, &usageError{"claude-shell: want one shell string (CLAUDE_CODE_SHELL_PREFIX is \"/path/to/sbx --claude-shell\"; sbx claude setup prints it)"}

@@ -29,7 +29,7 @@ func cmdClaude(args []string, stdout, stderr io.Writer) (int, error) {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	prefix, err := shellPrefix(user)
 	if err != nil {

@@ -22,7 +22,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {

@@ -26,7 +26,7 @@ func cmdProbe(args []string, stdout, stderr io.Writer) (int, error) {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	if *list {
 		for _, p := range integration.Probes() {

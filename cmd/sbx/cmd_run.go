@@ -60,7 +60,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	c := session.Command{Shell: o.shell, Argv: f.Args()}
 	switch {

@@ -23,19 +23,25 @@ type toolFlags struct {
 	tx     txFlags
 }
 
-func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, error) {
+// flags is the flag set of sbx tool, serve and mcp, bound to t.
+func (t *toolFlags) flags(name string) *pflag.FlagSet {
 	f := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	f.SetOutput(stderr)
 	t.register(f)
 	f.StringVar(&t.output, "output", "result", "`FORMAT`: result (the tool_result) or structured (plus stdout, stderr, exit code, the decision trail)")
 	f.StringVar(&t.audit, "audit", "", "append every decision (gate, run, network, refused changes, limits) to `FILE` as JSON Lines")
 	registerLimits(f, &t.limits, false)
 	registerTx(f, &t.tx)
+	return f
+}
+
+func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, error) {
+	f := t.flags(name)
+	f.SetOutput(stderr)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, err
 		}
-		return 2, &usageError{err.Error()}
+		return 2, flagError(f, err)
 	}
 	if t.output != "result" && t.output != "structured" {
 		return 2, &usageError{"--output must be result or structured"}

@@ -9,8 +9,12 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
 	"github.com/sbx-sandbox/sbx/session"
 )
 
@@ -25,6 +29,25 @@ const (
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
+
+// commands are sbx's subcommands, for "did you mean".
+var commands = []string{"run", "check", "tool", "serve", "mcp", "probe", "doctor", "claude", "completion", "version", "help"}
+
+// flagError turns a flag parse error into a usage error, with the closest
+// flag for an unknown one.
+func flagError(f *pflag.FlagSet, err error) error {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		return &usageError{msg}
+	}
+	var known []string
+	f.VisitAll(func(fl *pflag.Flag) { known = append(known, fl.Name) })
+	if s := settings.Suggest(name, known); s != "" {
+		msg += " (did you mean --" + s + "?)"
+	}
+	return &usageError{msg}
+}
 
 func main() {
 	// The in-sandbox init and the helpers dispatch before anything else:
@@ -47,6 +70,8 @@ Usage:
   sbx claude setup [--user] [--write]  run every Bash call of Claude Code in sbx (one setting)
   sbx --claude-shell 'STRING'        what that setting runs (CLAUDE_CODE_SHELL_PREFIX)
   sbx doctor [--json] [--clean]      what this host supports, and why not
+  sbx completion bash|zsh|fish      a shell completion script
+  sbx help COMMAND                   that command's flags (as sbx COMMAND --help)
   sbx version
 
 Run "sbx run --help" for the flags.
@@ -84,10 +109,19 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "sbx", versionString())
 		return 0
 	case "help", "-h", "--help":
+		if len(args) > 1 && slices.Contains(commands, args[1]) && args[1] != "help" {
+			return Main([]string{args[1], "--help"}, stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "completion":
+		code, err = cmdCompletion(args[1:], stdout)
 	default:
-		err = &usageError{fmt.Sprintf("unknown command %q", args[0])}
+		msg := fmt.Sprintf("unknown command %q", args[0])
+		if s := settings.Suggest(args[0], commands); s != "" {
+			msg += " (did you mean " + s + "?)"
+		}
+		err = &usageError{msg}
 	}
 	if err != nil {
 		var ue *usageError

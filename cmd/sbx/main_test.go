@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestDidYouMean(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rnu", "--", "true"}, `unknown command "rnu" (did you mean run?)`},
+		{[]string{"run", "--alow-domain", "x", "--", "true"}, "unknown flag: --alow-domain (did you mean --allow-domain?)"},
+		{[]string{"tool", "--outptu", "structured"}, "(did you mean --output?)"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(tc.args, strings.NewReader(""), &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("sbx %v: %d %q, want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
+
+func TestHelpCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"help", "run"}, strings.NewReader(""), &out, &errb); code != 0 || !strings.Contains(out.String()+errb.String(), "--allow-domain") {
+		t.Errorf("sbx help run: %d %q %q", code, out.String(), errb.String())
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		var out, errb bytes.Buffer
+		if code := Main([]string{"completion", sh}, strings.NewReader(""), &out, &errb); code != 0 || !strings.Contains(out.String(), "allow-domain") {
+			t.Errorf("completion %s: %d %q", sh, code, errb.String())
+		}
+		if sh == "bash" {
+			if b, err := exec.Command("bash", "-n", "-c", out.String()).CombinedOutput(); err != nil {
+				t.Errorf("the bash completion does not parse: %v %s", err, b)
+			}
+		}
+	}
+}
