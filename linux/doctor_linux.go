@@ -75,7 +75,7 @@ func checkBwrap(bwrap string, perr error) Check {
 	c := Check{Name: "bubblewrap", Required: true}
 	if perr != nil {
 		c.Detail = perr.Error()
-		c.Fix = "apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)"
+		c.Fix = "sudo apt-get install bubblewrap (Debian/Ubuntu), sudo dnf install bubblewrap (Fedora)"
 		return c
 	}
 	out, err := exec.Command(bwrap, "--version").CombinedOutput()
@@ -128,7 +128,7 @@ func checkUserns() Check {
 		if v == "0" {
 			c.OK = false
 			c.Detail = "user.max_user_namespaces is 0"
-			c.Fix = "sysctl -w user.max_user_namespaces=15000"
+			c.Fix = "sudo sysctl -w user.max_user_namespaces=15000 (and in /etc/sysctl.d/ to keep it)"
 			return c
 		}
 		notes = append(notes, "max_user_namespaces="+v)
@@ -137,7 +137,7 @@ func checkUserns() Check {
 		if os.Geteuid() != 0 {
 			c.OK = false
 			c.Detail = "kernel.unprivileged_userns_clone is 0: unprivileged users cannot create user namespaces"
-			c.Fix = "sysctl -w kernel.unprivileged_userns_clone=1"
+			c.Fix = "sudo sysctl -w kernel.unprivileged_userns_clone=1 (and in /etc/sysctl.d/ to keep it)"
 			return c
 		}
 		notes = append(notes, "unprivileged_userns_clone=0 (fine as root)")
@@ -146,7 +146,7 @@ func checkUserns() Check {
 		if os.Geteuid() != 0 {
 			c.OK = false
 			c.Detail = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 23.10+): bwrap fails with \"setting up uid map: Permission denied\""
-			c.Fix = "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile that grants userns to bwrap"
+			c.Fix = "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile that grants userns to /usr/bin/bwrap"
 			return c
 		}
 		notes = append(notes, "apparmor_restrict_unprivileged_userns=1 (fine as root)")
@@ -230,6 +230,52 @@ func checkLimits() Check {
 	return c
 }
 
+// sandboxFixes map what a failed test sandbox said to the fix; kernel
+// says whether the cause is what a container's profiles refuse.
+var sandboxFixes = []struct {
+	says, fix string
+	kernel    bool
+}{
+	{"setting up uid map", "user namespaces are refused: see the user namespace check above", true},
+	{"creating new namespace", "user namespaces are refused: see the user namespace check above", true},
+	{"can't mount proc", "/proc is masked: in a container, run it with --security-opt systempaths=unconfined", true},
+	{"read-only file system", "sbx's state directory is not writable: make HOME writable, or export XDG_STATE_HOME=/a/writable/dir", false},
+	{"no space left", "the disk holding sbx's state directory (XDG_STATE_HOME, ~/.local/state) is full", false},
+	{"permission denied", "sbx's state directory or the workspace is not writable by you: check HOME and XDG_STATE_HOME", false},
+}
+
+// sandboxFix is the fix for a test sandbox that failed with msg; in a
+// container, Docker's own seccomp and AppArmor profiles refuse what
+// bubblewrap needs.
+func sandboxFix(msg string, container bool) string {
+	lower := strings.ToLower(msg)
+	var fixes []string
+	kernel := true
+	for _, f := range sandboxFixes {
+		if strings.Contains(lower, f.says) {
+			fixes, kernel = append(fixes, f.fix), f.kernel
+			break
+		}
+	}
+	if container && kernel {
+		fixes = append(fixes, "in Docker: docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined --security-opt systempaths=unconfined (the container's own profiles refuse the namespaces and mounts the sandbox needs)")
+	}
+	if len(fixes) == 0 {
+		return "bubblewrap could not build the sandbox: the message above is its own; check the bubblewrap and user namespace lines, and run sbx doctor --json for every detail"
+	}
+	return strings.Join(fixes, "; ")
+}
+
+// inContainer reports whether sbx runs in a container (Docker, Podman).
+func inContainer() bool {
+	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // checkSandbox runs /bin/true in a real sandbox with the default policy.
 func (e *Executor) checkSandbox(ctx context.Context, bwrap, exe string) Check {
 	c := Check{Name: "sandbox", Required: true}
@@ -253,7 +299,7 @@ func (e *Executor) checkSandbox(ctx context.Context, bwrap, exe string) Check {
 	switch {
 	case err != nil:
 		c.Detail = err.Error()
-		c.Fix = "see the bubblewrap and user namespace checks above"
+		c.Fix = sandboxFix(err.Error(), inContainer())
 	case res.ExitCode != 7:
 		c.Detail = fmt.Sprintf("test command exited %d, want 7: %s", res.ExitCode, bytes.TrimSpace(out.Bytes()))
 	default:

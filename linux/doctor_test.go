@@ -26,3 +26,22 @@ func TestBwrapVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxFix(t *testing.T) {
+	for _, tc := range []struct {
+		msg       string
+		container bool
+		want      string
+	}{
+		{"linux: run directory: mkdir /home/u/.local/state/sbx/runs: read-only file system", false, "XDG_STATE_HOME"},
+		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", true, "systempaths=unconfined"},
+		{"bwrap: setting up uid map: Permission denied", false, "user namespace check"},
+		{"bwrap: Creating new namespace failed: Operation not permitted", true, "seccomp=unconfined"},
+		{"something else", false, "sbx doctor --json"},
+		{"mkdir /home/u/.local/state: permission denied", true, "not writable by you: check HOME and XDG_STATE_HOME"},
+	} {
+		if got := sandboxFix(tc.msg, tc.container); !strings.Contains(got, tc.want) {
+			t.Errorf("%q: %q, want %q", tc.msg, got, tc.want)
+		}
+	}
+}
