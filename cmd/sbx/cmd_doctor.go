@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
@@ -50,7 +52,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
 			return exitSbxError, err
 		}
 	} else {
-		printReport(stdout, rep)
+		printReport(stdout, rep, termWidth(stdout))
 	}
 	if !b.usable(rep) {
 		return 1, nil
@@ -58,9 +60,38 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
 	return 0, nil
 }
 
+// termWidth is the terminal's width, or 100 columns when w is not one.
+func termWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols >= 60 {
+			return cols
+		}
+	}
+	return 100
+}
+
+// wrap breaks s into lines of at most width columns at spaces, every line
+// after the first indented by indent spaces (the first starts there).
+func wrap(s string, width, indent int) string {
+	var b strings.Builder
+	col := indent
+	for i, word := range strings.Fields(s) {
+		if i > 0 && col+1+len(word) > width {
+			b.WriteString("\n" + strings.Repeat(" ", indent))
+			col = indent
+		} else if i > 0 {
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(word)
+		col += len(word)
+	}
+	return b.String()
+}
+
 // printReport renders a report for people, from its JSON form so every
 // backend's report prints the same way.
-func printReport(w io.Writer, rep any) {
+func printReport(w io.Writer, rep any, width int) {
 	data, _ := json.Marshal(rep)
 	var r struct {
 		OS, Arch, Kernel, Detail string
@@ -83,9 +114,9 @@ func printReport(w io.Writer, rep any) {
 		case !c.OK:
 			mark = "no  "
 		}
-		fmt.Fprintf(w, "  [%s] %-16s %s\n", mark, c.Name, c.Detail)
+		fmt.Fprintf(w, "  [%s] %-16s %s\n", mark, c.Name, wrap(c.Detail, width, 26))
 		if !c.OK && c.Fix != "" {
-			fmt.Fprintf(w, "         %-16s fix: %s\n", "", c.Fix)
+			fmt.Fprintf(w, "         %-16s %s\n", "", wrap("fix: "+c.Fix, width, 26))
 		}
 	}
 	if r.Usable {

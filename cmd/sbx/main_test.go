@@ -43,3 +43,13 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+func TestWrap(t *testing.T) {
+	got := wrap("aaaa bbbb cccc dddd", 20, 10)
+	if got != "aaaa bbbb\n          cccc dddd" {
+		t.Errorf("%q", got)
+	}
+	if long := wrap(strings.Repeat("x", 50), 20, 10); long != strings.Repeat("x", 50) {
+		t.Errorf("a long word was split: %q", long)
+	}
+}
