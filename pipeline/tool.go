@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -230,7 +228,7 @@ func (r *Runner) runRead(ctx context.Context, call *Call) *ToolResult {
 			return errResult(call.ID, fmt.Sprintf("Error: %s is a link to %s, which may not be read here", p, real))
 		}
 	}
-	data, err := readRegular(real, maxReadBytes)
+	data, err := settings.ReadRegular(real, maxReadBytes)
 	if err != nil {
 		return errResult(call.ID, "Error: "+err.Error())
 	}
@@ -262,27 +260,6 @@ func (r *Runner) runRead(ctx context.Context, call *Call) *ToolResult {
 
 // maxReadBytes bounds the file the Read tool reads.
 const maxReadBytes = 16 << 20
-
-// readRegular reads the regular file at path (never a FIFO or a device),
-// of at most max bytes.
-func readRegular(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%s is larger than %d MiB; read it in the sandbox with a command", path, max>>20)
-	}
-	return io.ReadAll(io.LimitReader(f, max))
-}
 
 // Decide runs the gate for a call and settles an "ask": approved earlier
 // in this session, answered by Prompt, or denied when no one can be asked.

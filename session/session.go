@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -370,7 +369,7 @@ func (s *Session) maskedFiles(pol *fsrules.Policy) ([]pipeline.MaskedFile, []*cr
 		if err != nil || !hiddenFile(pol, path) {
 			continue
 		}
-		data, err := readRegular(path)
+		data, err := settings.ReadRegular(path, 1<<20)
 		if err == nil {
 			var m *creds.MaskedFile
 			if m, err = creds.MaskFile(rel, path, data); err == nil {
@@ -392,19 +391,6 @@ func hiddenFile(pol *fsrules.Policy, path string) bool {
 		}
 	}
 	return false
-}
-
-// readRegular reads a regular file of at most 1 MiB.
-func readRegular(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	return io.ReadAll(io.LimitReader(f, 1<<20+1))
 }
 
 // platform gathers the keys only some backends honour.

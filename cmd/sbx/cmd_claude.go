@@ -104,15 +104,7 @@ func claudeOutcome(out *session.Outcome, n *notices, stderr io.Writer) int {
 	for _, w := range out.Warnings {
 		n.once(w)
 	}
-	for _, l := range out.Changes.Lines() {
-		fmt.Fprintf(stderr, "sbx: %s\n", l)
-	}
-	for _, l := range out.Blocked {
-		fmt.Fprintf(stderr, "sbx: %s\n", l)
-	}
-	if out.LimitHit != "" {
-		fmt.Fprintf(stderr, "sbx: limit reached: %s\n", out.LimitHit)
-	}
+	printRefusals(stderr, out)
 	if out.Changes.Incomplete() {
 		fmt.Fprintf(stderr, "sbx: not every change reached the host (named above); the command exited with status %d\n", out.ExitCode)
 		return exitNotApplied

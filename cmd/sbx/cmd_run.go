@@ -109,6 +109,20 @@ func writeJSONFile(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o600)
 }
 
+// printRefusals names on stderr what did not happen as the command asked:
+// refused or lost changes, blocked hosts, the limit that stopped it.
+func printRefusals(stderr io.Writer, out *session.Outcome) {
+	for _, l := range out.Changes.Lines() {
+		fmt.Fprintf(stderr, "sbx: %s\n", l)
+	}
+	for _, l := range out.Blocked {
+		fmt.Fprintf(stderr, "sbx: %s\n", l)
+	}
+	if out.LimitHit != "" {
+		fmt.Fprintf(stderr, "sbx: limit reached: %s\n", out.LimitHit)
+	}
+}
+
 // runCommand runs c in the session and turns the outcome into sbx run's
 // stderr lines and exit status; the outcome (nil when nothing ran) is
 // returned for the summary.
@@ -134,15 +148,7 @@ func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio p
 	for _, w := range out.Warnings {
 		fmt.Fprintf(stderr, "sbx: warning: %s\n", w)
 	}
-	for _, l := range out.Changes.Lines() {
-		fmt.Fprintf(stderr, "sbx: %s\n", l)
-	}
-	for _, l := range out.Blocked {
-		fmt.Fprintf(stderr, "sbx: %s\n", l)
-	}
-	if out.LimitHit != "" {
-		fmt.Fprintf(stderr, "sbx: limit reached: %s\n", out.LimitHit)
-	}
+	printRefusals(stderr, out)
 	switch {
 	case out.TimedOut:
 		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed\n", out.Timeout)

@@ -303,7 +303,37 @@ const MaxFileSize = 1 << 20
 // is followed) of at most MaxFileSize bytes. A FIFO, a device (a committed
 // link to /dev/zero) or a directory is refused without being read.
 func readRegular(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	data, err := ReadRegular(name, MaxFileSize)
+	var nr *NotRegularError
+	switch {
+	case errors.As(err, &nr) && nr.Size >= 0:
+		return nil, fmt.Errorf("larger than %d bytes: settings files are read up to 1 MiB", MaxFileSize)
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("not a regular file (%s): settings are read only from regular files", nr.Mode)
+	}
+	return data, err
+}
+
+// NotRegularError is a file ReadRegular refused without reading it: not a
+// regular file (Size is -1), or larger than the bound (Size).
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+	Size int64
+}
+
+func (e *NotRegularError) Error() string {
+	if e.Size >= 0 {
+		return fmt.Sprintf("%s is larger than %d bytes", e.Path, e.Size)
+	}
+	return fmt.Sprintf("%s is not a regular file (%s)", e.Path, e.Mode.Type())
+}
+
+// ReadRegular reads a regular file of at most max bytes (links are
+// followed); a FIFO, a device or a directory is refused without being read
+// (opened non-blocking, never waited on).
+func ReadRegular(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -313,14 +343,14 @@ func readRegular(name string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s): settings are read only from regular files", fi.Mode().Type())
+		return nil, &NotRegularError{Path: path, Mode: fi.Mode(), Size: -1}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes: settings files are read up to 1 MiB", MaxFileSize)
+	if int64(len(data)) > max {
+		return nil, &NotRegularError{Path: path, Mode: fi.Mode(), Size: max}
 	}
 	return data, nil
 }
