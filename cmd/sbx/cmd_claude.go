@@ -25,11 +25,12 @@ type claudeShellFlags struct {
 }
 
 // cmdClaudeShell is Claude Code's CLAUDE_CODE_SHELL_PREFIX: Claude Code
-// runs `sbx claude-shell 'STRING'` for every Bash call (after its own
-// rules and hooks decided), and for its hook commands. A Bash call runs
-// in the sandbox with no second decision; a hook runs as Claude Code
-// would run it; anything else (an MCP server, a format this sbx does not
-// know) runs in the sandbox too.
+// runs `sbx --claude-shell 'STRING'` for every Bash call (after its own
+// rules and hooks decided), for its hook commands and its MCP stdio
+// servers. A Bash call runs in the sandbox with no second decision; a hook
+// or an MCP server (CLAUDE_PROJECT_DIR set, CLAUDE_CODE_EXECPATH not) runs
+// as Claude Code would run it; anything else (a Bash call in a format this
+// sbx does not know) runs in the sandbox too.
 func cmdClaudeShell(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var o claudeShellFlags
 	f := pflag.NewFlagSet("claude-shell", pflag.ContinueOnError)
