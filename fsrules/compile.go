@@ -222,6 +222,12 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			if err != nil {
 				return nil, &PatternError{Rule: r, Msg: "bad pattern: " + err.Error()}
 			}
+			// A deny rule naming a path whose name holds wildcard
+			// characters (secret[1].txt) denies that path too: literal
+			// first, then what the pattern matches.
+			if _, err := c.host.lstat(abs); err == nil && strings.HasPrefix(list, "deny") && !slices.Contains(paths, abs) {
+				paths = append(paths, abs)
+			}
 			slices.Sort(paths)
 			if list == "denyWrite" {
 				// Paths created later are refused at the merge.

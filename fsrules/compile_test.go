@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,28 @@ func TestCompileGolden(t *testing.T) {
 				t.Errorf("policy mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A deny rule naming a file whose name holds wildcard characters denies
+// that file, not only what the pattern would match.
+func TestDenyLiteralWithGlobCharacters(t *testing.T) {
+	h := newFakeHost()
+	h.files["/home/u/proj/secret[1].txt"] = true
+	h.files["/home/u/proj/secret1.txt"] = true
+	pol, err := Compile(Input{Workspace: "/home/u/proj", DenyRead: rules("/home/u/proj", "secret[1].txt"),
+		DenyWrite: rules("/home/u/proj", "secret[1].txt")}, h.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, list := range map[string][]Path{"denyRead": pol.DenyRead, "denyWrite": pol.DenyWrite} {
+		var got []string
+		for _, p := range list {
+			got = append(got, p.Path)
+		}
+		if !slices.Contains(got, "/home/u/proj/secret[1].txt") || !slices.Contains(got, "/home/u/proj/secret1.txt") {
+			t.Errorf("%s = %v, want the literal file and the match", name, got)
+		}
 	}
 }
 
