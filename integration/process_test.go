@@ -269,3 +269,15 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 }
+
+// Every byte of an argument and of the environment reaches the command
+// unchanged, UTF-8 or not.
+func TestNonUTF8BytesReachTheCommand(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "run", "--", "sh", "-c", `printf '%s|%s' "$1" "$X"`, "sh", "a\xffb")
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "X=\xfe\xfd")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "a\xffb|\xfe\xfd" {
+		t.Errorf("got %q (%v), want the bytes as given", out, err)
+	}
+}
