@@ -173,16 +173,25 @@ func TestClaudeCodeRunsBashInSbx(t *testing.T) {
 	e.mkdir("sub")
 	e.write(".claude/settings.json", `{"permissions": {"allow": ["Bash"], "deny": ["Bash(touch denied-by-rule)"]},
   "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo ran >> \"$CLAUDE_PROJECT_DIR/.hook-log\""}]}]}}`)
-	setup := e.sbx("claude", "setup")
-	if !strings.Contains(setup.stdout, sbxBin+" --claude-shell") {
-		t.Fatalf("sbx claude setup: %q %q", setup.stdout, setup.stderr)
+	// The project's setting, as sbx claude setup --write makes it.
+	if setup := e.sbx("claude", "setup", "--write"); setup.code != 0 {
+		t.Fatalf("sbx claude setup --write: %q %q", setup.stdout, setup.stderr)
+	}
+	var local struct{ Env map[string]string }
+	b, _ := os.ReadFile(e.path(".claude/settings.local.json"))
+	prefix := ""
+	if json.Unmarshal(b, &local) == nil {
+		prefix = local.Env["CLAUDE_CODE_SHELL_PREFIX"]
+	}
+	if prefix != sbxBin+" --claude-shell="+e.ws {
+		t.Fatalf("the setting written: %q", b)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, claude, "-p", "go", "--output-format", "json", "--allowedTools", "Bash")
 	cmd.Dir = e.ws
 	cmd.Env = append(e.environ(), "ANTHROPIC_BASE_URL="+srv.URL, "ANTHROPIC_API_KEY="+key,
-		"CLAUDE_CODE_SHELL_PREFIX="+sbxBin+" --claude-shell", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DISABLE_AUTOUPDATER=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

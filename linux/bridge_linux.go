@@ -40,9 +40,10 @@ func startBridge(b *BridgeSpec) error {
 	return nil
 }
 
-// maxRelays bounds the bridge's open relays (two descriptors each in the
-// init): twice the proxy's own default bound, so that past it the proxy,
-// not the bridge, is the one that answers.
+// maxRelays bounds the bridge's open relays (two sockets and, while data
+// flows, a splice pipe each way in the init): twice the proxy's own default
+// bound, so that past it the proxy, not the bridge, is the one that
+// answers.
 const maxRelays = 1024
 
 func serveBridge(ln net.Listener, socket string, admit *proxy.Admission) {

@@ -64,7 +64,7 @@ func cmdClaudeShell(args []string, stdin io.Reader, stdout, stderr io.Writer) (i
 	if workspace == "" {
 		var ok bool
 		if workspace, ok = session.ClaudeProject(os.Getenv); !ok {
-			return exitSbxError, errors.New("cannot tell which project Claude Code runs in (no Claude Code process above this one); run \"sbx claude setup --write\" in the project, which names it with --workspace")
+			return exitSbxError, errors.New("cannot tell which project Claude Code runs in (no Claude Code process above this one); run \"sbx claude setup --write\" in the project, which names it (--claude-shell=DIR)")
 		}
 	}
 	notices := newNotices(stderr)

@@ -59,10 +59,10 @@ func cmdClaude(args []string, stdout, stderr io.Writer) (int, error) {
 	return 0, nil
 }
 
-// shellPrefix is this binary's absolute path and --claude-shell, and for
-// a project (not user) setting --workspace naming it. Claude Code splits
-// the prefix into words only when a word after the first starts with a
-// dash (otherwise it takes the whole string for one path), and on spaces.
+// shellPrefix is this binary's absolute path and --claude-shell, for a
+// project (not user) setting --claude-shell=PROJECT. Claude Code takes
+// everything before the prefix's last word that starts with a dash for
+// the program's path, and splits the rest on spaces: so one such word.
 func shellPrefix(user bool) (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -85,7 +85,7 @@ func shellPrefix(user bool) (string, error) {
 	if strings.ContainsAny(cwd, " \t\n'\"\\$`") {
 		return "", fmt.Errorf("the project is at %q: Claude Code splits CLAUDE_CODE_SHELL_PREFIX on spaces; use sbx claude setup --user, which finds the project at run time", cwd)
 	}
-	return prefix + " --workspace " + cwd, nil
+	return prefix + "=" + cwd, nil
 }
 
 func claudeSettingsFile(user bool) (string, error) {

@@ -86,6 +86,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var err error
 	code := 0
+	// Claude Code splits its shell prefix only before its last word that
+	// starts with a dash: the workspace rides in that one word.
+	if ws, ok := strings.CutPrefix(args[0], "--claude-shell="); ok {
+		args = append([]string{"--claude-shell", "--workspace", ws}, args[1:]...)
+	}
 	switch args[0] {
 	case "run":
 		code, err = cmdRun(args[1:], stdin, stdout, stderr)
