@@ -113,6 +113,20 @@ func TestUnprivilegedCaller(t *testing.T) {
 	if !strings.Contains(out, "memory exhausted") || !strings.Contains(out, "RLIMIT_DATA") {
 		t.Errorf("a 2.6 GB line under the default limit, as nobody:\n%s", out)
 	}
+	// Those notes are the operator's: on sbx's stderr once per session,
+	// never in the tool_results the model reads.
+	two := `{"type":"tool_use","id":"a","name":"Bash","input":{"command":"true"}}` + "\n" +
+		`{"type":"tool_use","id":"b","name":"Bash","input":{"command":"true"}}` + "\n"
+	serve := exec.Command(bin, "serve", "--mode", "bypassPermissions")
+	serve.Stdin, serve.Dir = strings.NewReader(two), ws
+	serve.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
+	serve.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	var stderr strings.Builder
+	serve.Stderr = &stderr
+	results, _ := serve.Output()
+	if strings.Contains(string(results), "RLIMIT") || strings.Count(stderr.String(), "RLIMIT_NPROC") != 1 {
+		t.Errorf("host notes: results %s\nstderr %s", results, stderr.String())
+	}
 }
 
 // A writable root the sandbox cannot even enter (root runs sbx; the

@@ -82,6 +82,10 @@ type Runner struct {
 	MaskedFiles []MaskedFile
 	// Decided, when set, is told every final decision (for the audit log).
 	Decided func(call *Call, v *Verdict)
+	// Warn, when set, receives the sandbox's warnings about the host (a
+	// limit it could only approximate, …), which are the operator's, not
+	// the model's; nil puts them in the tool_result.
+	Warn func(string)
 	// Prompt answers an "ask"; nil leaves it denied (a session that cannot
 	// prompt was already resolved by the gate).
 	Prompt Prompter
@@ -370,6 +374,10 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		content = fmt.Sprintf("[sbx: limit reached: %s]\n%s", res.LimitHit, content)
 	}
 	for _, w := range res.Warnings {
+		if r.Warn != nil {
+			r.Warn(w)
+			continue
+		}
 		content += "\n[sbx: warning: " + w + "]"
 	}
 	for _, l := range res.Changes.Lines() {

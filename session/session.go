@@ -106,6 +106,9 @@ type Session struct {
 	once    sync.Once
 	err     error
 	sandbox *sandbox
+
+	warnedMu sync.Mutex
+	warned   map[string]bool
 }
 
 // sandbox is what running a command needs, compiled on first use.
@@ -179,6 +182,20 @@ func Open(o Options) (*Session, error) {
 // hooks, modes) rather than the sandbox.
 func gateKey(key string) bool {
 	return key == "hooks" || strings.HasPrefix(key, "hooks.") || key == "permissions" || strings.HasPrefix(key, "permissions.")
+}
+
+// warnOnce passes a warning on the first time it comes in this session.
+func (s *Session) warnOnce(msg string) {
+	s.warnedMu.Lock()
+	seen := s.warned[msg]
+	if s.warned == nil {
+		s.warned = map[string]bool{}
+	}
+	s.warned[msg] = true
+	s.warnedMu.Unlock()
+	if !seen {
+		s.warn(msg)
+	}
 }
 
 func (s *Session) warn(msg string) {
@@ -316,6 +333,7 @@ func (s *Session) build() (*sandbox, error) {
 	if sb.audit != nil {
 		sb.runner.Decided = sb.audit.Gate
 	}
+	sb.runner.Warn = s.warnOnce
 	return sb, nil
 }
 
