@@ -92,3 +92,34 @@ raise SystemExit(3)`
 		t.Errorf("summary: %v\n%s", err, b)
 	}
 }
+
+// --print-policy shows the whole policy in one casing, empty lists as [],
+// and the secrets by name only.
+func TestPrintPolicy(t *testing.T) {
+	e := newEnv(t)
+	const token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+	cmd := exec.Command(sbxBin, "run", "--print-policy", "--max-procs", "64", "--", "true")
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "GITHUB_TOKEN="+token)
+	out, err := cmd.Output()
+	if err != nil || strings.Contains(string(out), token) || strings.Contains(string(out), `"Rules"`) || strings.Contains(string(out), "null") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var p struct {
+		Network struct {
+			Rules struct {
+				Allow, Deny []any
+			}
+			Strict *bool
+		}
+		Limits      map[string]any
+		Secrets     []map[string]any
+		MaskedFiles []string `json:"maskedFiles"`
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Network.Rules.Allow == nil || p.Network.Rules.Deny == nil || p.Network.Strict == nil || p.MaskedFiles == nil ||
+		p.Limits["maxProcs"] != float64(64) || len(p.Secrets) != 1 || p.Secrets[0]["name"] != "GITHUB_TOKEN" {
+		t.Errorf("policy: %s", out)
+	}
+}

@@ -348,6 +348,9 @@ func (r *run) cleanup() {
 		r.res.Warnings = append(r.res.Warnings, "the command's writes were not merged; they are kept in "+r.runDir+" for the next run (or sbx doctor --clean) to merge")
 		return
 	}
+	// The helper's record goes first: a removal cut short by a kill never
+	// leaves a directory that looks like an unmerged run.
+	_ = os.Remove(filepath.Join(r.runDir, helperFile))
 	if err := forceRemoveAll(r.runDir); err != nil {
 		r.res.Warnings = append(r.res.Warnings, err.Error())
 	}

@@ -297,7 +297,15 @@ func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) erro
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the report of a finished merge cannot be read (%v); the run directory is removed", dir, err))
 	case fileExists(filepath.Join(dir, helperFile)):
 		var spec TxSpec
-		if err := readJSON(filepath.Join(dir, txFile), &spec); err != nil {
+		err := readJSON(filepath.Join(dir, txFile), &spec)
+		if errors.Is(err, fs.ErrNotExist) {
+			// tx.json is written before the helper starts and goes only
+			// with the whole directory: the run was killed while its own
+			// clean-up removed it, after the merge.
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: killed while its directory was being removed; removed", dir))
+			break
+		}
+		if err != nil {
 			return fmt.Errorf("the transaction of a killed run cannot be read: %w", err)
 		}
 		spec.Recover, spec.RunDir = true, dir

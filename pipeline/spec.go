@@ -113,10 +113,10 @@ type Limits struct {
 // NetPolicy is what leaves the sandbox: only connections through sbx's
 // proxy, to hosts the rules allow.
 type NetPolicy struct {
-	Rules *netrules.Set
+	Rules *netrules.Set `json:"rules"`
 	// Strict denies hosts no rule names; otherwise the executor's Ask
 	// callback decides (and with none, they are denied too).
-	Strict bool
+	Strict bool `json:"strict"`
 }
 
 // Stdio is the command's standard streams. A nil reader reads nothing; a

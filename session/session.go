@@ -28,6 +28,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/netrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
@@ -229,19 +230,37 @@ func (s *Session) Check(ctx context.Context, tool string, input json.RawMessage)
 	return s.gate.Decide(ctx, &pipeline.Call{ID: "check", Tool: tool, Input: input})
 }
 
-// Policy is the compiled sandbox policy, as `sbx run --print-policy` shows it.
+// Policy is the compiled sandbox policy of a session.
 type Policy struct {
-	FS  *fsrules.Policy     `json:"filesystem"`
-	Net *pipeline.NetPolicy `json:"network"`
+	FS      *fsrules.Policy     `json:"filesystem"`
+	Net     *pipeline.NetPolicy `json:"network"`
+	Limits  auditLimits         `json:"limits"`
+	Timeout int64               `json:"timeoutMs"`
+	// Secrets are the masked or removed credentials: names, modes and
+	// the hosts they are bound to, never values.
+	Secrets []*creds.Secret `json:"secrets"`
+	// MaskedFiles are the credential files shown with placeholders.
+	MaskedFiles []string `json:"maskedFiles"`
 }
 
-// Policy compiles (once) and returns the sandbox policy.
+// Policy returns the compiled policy, as `sbx run --print-policy` shows
+// it (lists that are empty are [], never null).
 func (s *Session) Policy() (*Policy, error) {
 	sb, err := s.prepare()
 	if err != nil {
 		return nil, err
 	}
-	return &Policy{FS: sb.fs, Net: sb.net}, nil
+	p := &Policy{FS: sb.fs, Net: sb.net, Limits: limitsOf(sb.limits.Limits), Timeout: sb.limits.Timeout.Milliseconds(),
+		Secrets: append([]*creds.Secret{}, sb.secrets...), MaskedFiles: []string{}}
+	for _, m := range sb.masked {
+		p.MaskedFiles = append(p.MaskedFiles, m.Path)
+	}
+	if p.Net != nil && p.Net.Rules != nil {
+		rules := *p.Net.Rules
+		rules.Allow, rules.Deny = append([]netrules.Rule{}, rules.Allow...), append([]netrules.Rule{}, rules.Deny...)
+		p.Net = &pipeline.NetPolicy{Rules: &rules, Strict: p.Net.Strict}
+	}
+	return p, nil
 }
 
 // MaskedSecrets names the environment variables kept from the sandbox and
