@@ -9,9 +9,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,11 +78,17 @@ func TestThousandConnectionsStayBounded(t *testing.T) {
 	requireTool(t, "python3")
 	const n, proxyBound = 1000, 512
 	port, accepted := echoServer(t)
-	script, _ := filepath.Abs("testdata/manyconns.py")
+	// The script goes into the workspace: a checkout under /tmp is not
+	// visible in the sandbox, whose /tmp is its own.
+	src, err := os.ReadFile("testdata/manyconns.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := e.write("manyconns.py", string(src))
 	target := fmt.Sprintf("host.sbx.internal:%d", port)
 	cmd := exec.Command(sbxBin, "run", "--allow-domain", target, "--", "python3", script, strconv.Itoa(n), target)
 	cmd.Dir, cmd.Env = e.ws, e.environ()
-	var stderr strings.Builder
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -134,7 +140,7 @@ func TestThousandConnectionsStayBounded(t *testing.T) {
 
 // waitLine returns the first line of the command's stdout that starts
 // with prefix, waiting at most 60 s.
-func waitLine(t *testing.T, lines <-chan string, prefix string, stderr *strings.Builder) string {
+func waitLine(t *testing.T, lines <-chan string, prefix string, stderr *lockedBuffer) string {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
 	for {
@@ -150,4 +156,23 @@ func waitLine(t *testing.T, lines <-chan string, prefix string, stderr *strings.
 			t.Fatalf("no %q line in 60 s", prefix)
 		}
 	}
+}
+
+// lockedBuffer is a strings.Builder that a running command may write to
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
