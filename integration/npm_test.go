@@ -21,11 +21,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/creds"
+	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/session"
 )
@@ -38,32 +40,18 @@ func TestNpmWithBoundToken(t *testing.T) {
 	requireTool(t, "npm")
 	e := newEnv(t)
 	real := "npm_" + strings.Repeat("R3al", 9)
-	var mu sync.Mutex
-	var auth []string
-	var srv *httptest.Server
-	srv = httptest.NewTLSServer(registryDouble(t, func(r *http.Request) {
-		mu.Lock()
-		auth = append(auth, r.Header.Get("Authorization"))
-		mu.Unlock()
-	}, func() string { return strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) }))
-	defer srv.Close()
+	reg := newTLSRegistry(t)
 	// The registry is reached by name (the test's certificate names
 	// example.com), resolved by the proxy to the double.
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	reg := fmt.Sprintf("https://example.com:%d/", port)
+	port := reg.port
 	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
-	e.write(".npmrc", fmt.Sprintf("registry=%s\n//example.com:%d/:_authToken=${NPM_TOKEN}\ncafile=/etc/ssl/certs/ca-certificates.crt\n", reg, port))
+	e.write(".npmrc", fmt.Sprintf("registry=https://example.com:%d/\n//example.com:%d/:_authToken=${NPM_TOKEN}\ncafile=/etc/ssl/certs/ca-certificates.crt\n", port, port))
 	masked, err := creds.MaskEnv([]string{"NPM_TOKEN=" + real, "PATH=/usr/bin:/bin", "HOME=" + e.home, "npm_config_cache=/tmp/npm-cache"},
 		creds.Config{Vars: map[string]creds.VarConfig{"NPM_TOKEN": {Hosts: []string{"example.com"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := e.executor()
-	ex.UpstreamRoots = x509.NewCertPool()
-	ex.UpstreamRoots.AddCert(srv.Certificate())
-	ex.Resolve = func(context.Context, string) ([]netip.Addr, error) {
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
+	ex := reg.executor(e)
 	spec := e.spec(t, "npm install --no-audit --no-fund --fetch-retries=0 sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))' && echo \"seen: $NPM_TOKEN\"", "example.com", fmt.Sprintf("127.0.0.1:%d", port))
 	spec.Env, spec.Secrets = masked.Env, masked.Secrets
 	var out bytes.Buffer
@@ -77,14 +65,51 @@ func TestNpmWithBoundToken(t *testing.T) {
 	if strings.Contains(out.String(), real) {
 		t.Errorf("the real token reached the sandbox: %s", out.String())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(auth) == 0 || auth[0] != "Bearer "+real {
+	if auth := reg.auths(); len(auth) == 0 || auth[0] != "Bearer "+real {
 		t.Errorf("the registry got %q, want the real token", auth)
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil {
 		t.Errorf("not installed on the host: %v", err)
 	}
+}
+
+// tlsRegistry is the registry double over TLS, reached by name
+// (example.com, which its certificate names), keeping every Authorization
+// header it gets.
+type tlsRegistry struct {
+	srv  *httptest.Server
+	port int
+	mu   sync.Mutex
+	auth []string
+}
+
+func newTLSRegistry(t *testing.T) *tlsRegistry {
+	r := &tlsRegistry{}
+	r.srv = httptest.NewTLSServer(registryDouble(t, func(req *http.Request) {
+		r.mu.Lock()
+		r.auth = append(r.auth, req.Header.Get("Authorization"))
+		r.mu.Unlock()
+	}, func() string { return strings.Replace(r.srv.URL, "127.0.0.1", "example.com", 1) }))
+	t.Cleanup(r.srv.Close)
+	r.port = r.srv.Listener.Addr().(*net.TCPAddr).Port
+	return r
+}
+
+func (r *tlsRegistry) auths() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.auth)
+}
+
+// executor trusts the double and resolves every name to it.
+func (r *tlsRegistry) executor(e *env) *linux.Executor {
+	ex := e.executor()
+	ex.UpstreamRoots = x509.NewCertPool()
+	ex.UpstreamRoots.AddCert(r.srv.Certificate())
+	ex.Resolve = func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	return ex
 }
 
 // registryDouble serves one npm package, sbx-dep 1.0.0, its tarball at
@@ -190,27 +215,14 @@ func TestMaskedNpmrcWithBoundToken(t *testing.T) {
 	requireTool(t, "npm")
 	e := newEnv(t)
 	real := "npm_" + strings.Repeat("Fi1e", 9)
-	var mu sync.Mutex
-	var auth []string
-	var srv *httptest.Server
-	srv = httptest.NewTLSServer(registryDouble(t, func(r *http.Request) {
-		mu.Lock()
-		auth = append(auth, r.Header.Get("Authorization"))
-		mu.Unlock()
-	}, func() string { return strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) }))
-	defer srv.Close()
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	reg := newTLSRegistry(t)
+	port := reg.port
 	npmrc := fmt.Sprintf("registry=https://example.com:%d/\n//example.com:%d/:_authToken=%s\n", port, port, real)
 	if err := os.WriteFile(filepath.Join(e.home, ".npmrc"), []byte(npmrc), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
-	ex := e.executor()
-	ex.UpstreamRoots = x509.NewCertPool()
-	ex.UpstreamRoots.AddCert(srv.Certificate())
-	ex.Resolve = func(context.Context, string) ([]netip.Addr, error) {
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
+	ex := reg.executor(e)
 	s, err := session.Open(session.Options{Dir: e.ws, Home: e.home, Executor: ex,
 		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + e.home},
 		Net:     pipeline.NetFlags{AllowDomain: []string{"example.com", fmt.Sprintf("127.0.0.1:%d", port)}}})
@@ -230,9 +242,7 @@ func TestMaskedNpmrcWithBoundToken(t *testing.T) {
 	if strings.Contains(out.String(), real) || !strings.Contains(out.String(), "_authToken=npm_") {
 		t.Errorf("the sandbox's ~/.npmrc is not the masked one:\n%s", out.String())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(auth) == 0 || auth[0] != "Bearer "+real {
+	if auth := reg.auths(); len(auth) == 0 || auth[0] != "Bearer "+real {
 		t.Errorf("the registry got %q, want the real token", auth)
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil {
