@@ -123,3 +123,30 @@ func TestPrintPolicy(t *testing.T) {
 		t.Errorf("policy: %s", out)
 	}
 }
+
+// --debug shows the bubblewrap command line and every phase of the
+// start-up, from all three processes (sbx, the helper, the init), in the
+// order they ended; the command's own output is untouched.
+func TestDebugTrace(t *testing.T) {
+	e := newEnv(t)
+	r := e.sbx("run", "--debug", "--", "echo", "hi")
+	if r.code != 0 || r.stdout != "hi\n" {
+		t.Fatalf("%d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	want := []string{"bubblewrap: ", "session: gate decided", "sbx: helper started", "helper: overlays mounted",
+		"init: running", "init: Landlock, seccomp, fork", "init: the command exited", "helper: merged", "total"}
+	last := -1
+	for _, w := range want {
+		i := strings.Index(r.stderr, w)
+		if i < 0 || i < last {
+			t.Fatalf("%q missing or out of order in:\n%s", w, r.stderr)
+		}
+		last = i
+	}
+	if !strings.Contains(r.stderr, "--unshare-net") || !strings.Contains(r.stderr, " __sbx_init") {
+		t.Errorf("no bubblewrap argv:\n%s", r.stderr)
+	}
+	if q := e.sbx("run", "--", "true"); strings.Contains(q.stderr, "debug") {
+		t.Errorf("a run without --debug traced:\n%s", q.stderr)
+	}
+}

@@ -25,6 +25,8 @@ const InitArg = "__sbx_init"
 //	                                     moved into its cgroup (Hold)
 //	                      TmpFullReport  the command ended with the
 //	                                     size-limited /tmp full
+//	                      InitStamp      followed by a phase number and
+//	                                     8 bytes of wall clock (Trace)
 //	9   sbx  → init     only with Hold: one byte once the command is in
 //	                    its cgroup; EOF without it means "do not run"
 //	                    (initHoldFD)
@@ -51,7 +53,17 @@ const (
 	InitRunning   = 1
 	InitForked    = 'F'
 	TmpFullReport = 'T'
+	InitStamp     = 'S'
 )
+
+// The init's phases, in the order it reports them with InitStamp.
+var initPhases = [...]string{
+	"init: running (bubblewrap's setup and the runtime's start)",
+	"init: spec read",
+	"init: read-only binds, capabilities dropped, bridge",
+	"init: Landlock, seccomp, fork",
+	"init: the command exited",
+}
 
 // InitSpec is what the in-sandbox init needs to start the command.
 type InitSpec struct {
@@ -94,6 +106,9 @@ type InitSpec struct {
 	// Direct are the writable folders bound straight from the host (the
 	// toolchain caches): no socket there counts as the sandbox's own.
 	Direct []string `json:"direct,omitempty"`
+	// Trace makes the init report when each of its phases ended
+	// (InitStamp), for --debug.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Exit statuses the init uses for its own failures, as a shell does.

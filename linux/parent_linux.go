@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,11 +179,13 @@ func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int) <-chan init
 		defer readyR.Close()
 		var st initState
 		var b [1]byte
-		for n := 0; n < 16; n++ {
+		for n := 0; n < 32; n++ {
 			if k, _ := readyR.Read(b[:]); k != 1 {
 				break
 			}
 			switch b[0] {
+			case InitStamp:
+				r.readStamp(readyR)
 			case InitRunning:
 				st.ran = true
 			case InitForked:
@@ -199,6 +202,15 @@ func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int) <-chan init
 		out <- st
 	}()
 	return out
+}
+
+// readStamp reads the rest of an InitStamp message into the run's trace.
+func (r *run) readStamp(readyR io.Reader) {
+	var m [9]byte
+	if _, err := io.ReadFull(readyR, m[:]); err != nil || int(m[0]) >= len(initPhases) {
+		return
+	}
+	r.trace.Add(pipeline.Stamp{Name: initPhases[m[0]], Time: int64(binary.LittleEndian.Uint64(m[1:]))})
 }
 
 // release moves the held command into the run's cgroups and lets it go;

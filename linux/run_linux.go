@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/proxy"
@@ -136,6 +138,8 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err != nil {
 		return nil, err
 	}
+	tr := pipeline.TraceFrom(ctx)
+	tr.Mark("sbx: binaries found, state protected")
 	res := &pipeline.Result{}
 	if rep, err := CleanStale(ctx, e.StateDir, exe, 0); err != nil {
 		res.Warnings = append(res.Warnings, "finishing an earlier killed run: "+err.Error())
@@ -146,12 +150,14 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err != nil {
 		return nil, fmt.Errorf("linux: run directory: %w", err)
 	}
-	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res}
+	tr.Mark("sbx: earlier runs checked, run directory made")
+	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res, trace: tr}
 	defer r.cleanup()
 	if s.Net != nil {
 		if err := r.startProxy(); err != nil {
 			return nil, err
 		}
+		tr.Mark("sbx: proxy serving")
 	}
 	if s.Limits.MaxDisk > 0 {
 		r.budgetStage = filepath.Join(runDir, "disk")
@@ -170,6 +176,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	r.cg = cg
 	defer cg.remove()
+	tr.Mark("sbx: cgroups")
 	var socks []string
 	socks, res.Warnings = allowedSockets(s.Platform.UnixSockets, res.Warnings)
 	r.sockets = socks
@@ -199,6 +206,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		}
 		r.fallbackPlan = BuildPlan(in)
 	}
+	tr.Mark("sbx: credential files, mount plan")
 	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
 		return nil, err
 	}
@@ -256,6 +264,8 @@ type run struct {
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
+	// trace records the run's phases for --debug (nil: none).
+	trace *pipeline.Trace
 	// trust is the per-run CA and its files, when TLS is terminated for
 	// bound credentials.
 	trust *proxy.Trust
@@ -387,11 +397,13 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		return err
 	}
 	defer tx.parent.Close()
+	r.trace.Mark("sbx: helper's command prepared")
 	exited, err := startOnLockedThread(cmd)
 	fds.closeChildEnds()
 	if err != nil {
 		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
 	}
+	r.trace.Mark("sbx: helper started")
 	go func(w *os.File) {
 		w.Write(specData)
 		w.Close()
@@ -410,10 +422,14 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}}
 	waitErr, timedOut, ctxErr := sv.Supervise(ctx, exited)
+	r.trace.Mark("sbx: helper exited")
 	r.res.TimedOut = timedOut
 	fds.waitCopies()
 	st := <-initState
 	r.txRep = <-txRep
+	if r.txRep != nil {
+		r.trace.Add(r.txRep.Stamps...)
+	}
 	if ctxErr != nil {
 		return ctxErr
 	}
@@ -452,7 +468,7 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	}
 	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil,
-		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets}
+		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets, Trace: r.trace != nil}
 	for _, c := range r.spec.FS.Caches {
 		init.Direct = append(init.Direct, c.Path)
 	}
@@ -477,6 +493,7 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd, *txCtl, *bytes.Buffer, error) {
 	extra := fds.table()
 	args := BwrapArgs(plan, BwrapOptions{InfoFD: infoFD}, []string{exe, InitArg})
+	r.trace.Printf("bubblewrap: %s", shellQuote(append([]string{bwrap}, args...)))
 	txs, err := r.txSpec(bwrap, args, len(extra))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("linux: run directory: %w", err)
@@ -769,4 +786,18 @@ func allowedSockets(paths, warnings []string) ([]string, []string) {
 		out = append(out, real)
 	}
 	return out, warnings
+}
+
+// shellQuote joins argv as bash would read it back (for --debug); an
+// argument bash cannot quote is shown in Go syntax.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		q, err := syntax.Quote(a, syntax.LangBash)
+		if err != nil {
+			q = strconv.Quote(a)
+		}
+		out[i] = q
+	}
+	return strings.Join(out, " ")
 }

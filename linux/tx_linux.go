@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
 // TxHelperArg is argv[1] of the sbx process that makes a run's writes a
@@ -72,6 +73,8 @@ type TxSpec struct {
 	Probe bool `json:"probe,omitempty"`
 	// Recover finishes the merge of a run whose helper was killed.
 	Recover bool `json:"recover,omitempty"`
+	// Trace makes the helper report when each of its phases ended.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // TxReport is what the helper writes on its control descriptor, and to
@@ -88,11 +91,22 @@ type TxReport struct {
 	Merge MergeReport `json:"merge"`
 	// Warnings are problems that did not stop the run.
 	Warnings []string `json:"warnings,omitempty"`
+	// Stamps are when the helper's phases ended (TxSpec.Trace).
+	Stamps []pipeline.Stamp `json:"stamps,omitempty"`
+}
+
+// stamp records that the helper's phase name ended at t, when the spec
+// asks for a trace.
+func (rep *TxReport) stamp(spec *TxSpec, name string, t time.Time) {
+	if spec.Trace {
+		rep.Stamps = append(rep.Stamps, pipeline.Stamp{Name: "helper: " + name, Time: t.UnixNano()})
+	}
 }
 
 // TxHelper is the helper's main; it returns bubblewrap's exit status
 // (128+N when signal N killed it).
 func TxHelper(args []string) int {
+	started := time.Now()
 	fd := -1
 	if len(args) == 1 {
 		fd, _ = strconv.Atoi(args[0])
@@ -125,7 +139,10 @@ func TxHelper(args []string) int {
 	term := make(chan os.Signal, 4)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	spec.term = term
+	read := time.Now()
 	rep, status := runTx(&spec)
+	rep.stamp(&spec, "running (the runtime's start)", started)
+	rep.stamp(&spec, "spec read", read)
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
 		fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
 	}
@@ -155,6 +172,7 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 			rep.Error = "run directory: " + err.Error()
 			return rep, ExitInitFailed
 		}
+		rep.stamp(spec, "run recorded", time.Now())
 	}
 	t, err := setupTx(spec, spec.Size)
 	if err != nil && spec.Size > 0 && spec.BestEffort && len(spec.FallbackArgs) > 0 {
@@ -171,10 +189,13 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	if spec.Probe {
 		return rep, 0
 	}
+	rep.stamp(spec, "overlays mounted", time.Now())
 	// Nothing of the helper's capabilities may reach bubblewrap: it must
 	// see a plain user starting it.
 	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0)
+	rep.stamp(spec, "capabilities cleared", time.Now())
 	status := runBwrap(spec)
+	rep.stamp(spec, "bubblewrap exited", time.Now())
 	if t.budget {
 		var st unix.Statfs_t
 		if unix.Fstatfs(t.stageFD, &st) == nil {
@@ -184,7 +205,9 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	}
 	t.unmountRoots()
 	rep.Merge = t.merge(spec, clock)
+	rep.stamp(spec, "merged", time.Now())
 	finishTx(spec, t, rep)
+	rep.stamp(spec, "report saved, stage removed", time.Now())
 	return rep, status
 }
 

@@ -100,15 +100,18 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 	if c.Shell != "" || len(argv) == 0 {
 		argv = []string{ShellPath(), "-c", c.Shell}
 	}
+	tr := pipeline.TraceFrom(ctx)
 	sb, err := s.prepare()
 	if err != nil {
 		return nil, err
 	}
+	tr.Mark("session: policy compiled")
 	input, _ := json.Marshal(map[string]string{"command": text})
 	v, err := s.decide(ctx, sb, input)
 	if err != nil {
 		return nil, err
 	}
+	tr.Mark("session: gate decided")
 	out := &Outcome{Verdict: v, Timeout: sb.limits.Timeout}
 	if !bytes.Equal(v.Input, input) {
 		// A hook rewrote the command: run what was decided.

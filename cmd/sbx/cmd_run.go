@@ -27,6 +27,7 @@ type runOpts struct {
 	unsandboxed bool
 	printPolicy bool
 	summary     string
+	debug       bool
 }
 
 func runFlags(o *runOpts) *pflag.FlagSet {
@@ -46,6 +47,7 @@ func runFlags(o *runOpts) *pflag.FlagSet {
 	registerLimits(f, &o.limits, true)
 	f.BoolVar(&o.unsandboxed, "unsandboxed", false, "run WITHOUT any sandbox (explicit opt-out)")
 	f.BoolVar(&o.printPolicy, "print-policy", false, "print the compiled policy as JSON and exit without running")
+	f.BoolVar(&o.debug, "debug", false, "print the bubblewrap command line and how long each phase of the start-up took, on stderr")
 	return f
 }
 
@@ -75,11 +77,18 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if opts.Interactive {
 		opts.NetAsk = (&ttyAsker{decided: map[string]bool{}}).ask
 	}
+	ctx := context.Background()
+	var tr *pipeline.Trace
+	if o.debug {
+		tr = pipeline.NewTrace(stderr)
+		ctx = pipeline.WithTrace(ctx, tr)
+	}
 	s, err := session.Open(opts)
 	if err != nil {
 		return exitSbxError, err
 	}
 	defer s.Close()
+	tr.Mark("session: settings loaded")
 	if o.printPolicy {
 		pol, err := s.Policy()
 		if err != nil {
@@ -90,7 +99,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		return 0, enc.Encode(pol)
 	}
 	start := time.Now()
-	code, out, err := runCommand(s, c, o.unsandboxed, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	code, out, err := runCommand(ctx, s, c, o.unsandboxed, pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	tr.Report()
 	if o.summary != "" {
 		sum := s.Summarize(c.String(), out, err, time.Since(start))
 		if werr := writeJSONFile(o.summary, sum); werr != nil {
@@ -126,7 +136,7 @@ func printRefusals(stderr io.Writer, out *session.Outcome) {
 // runCommand runs c in the session and turns the outcome into sbx run's
 // stderr lines and exit status; the outcome (nil when nothing ran) is
 // returned for the summary.
-func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio pipeline.Stdio) (int, *session.Outcome, error) {
+func runCommand(ctx context.Context, s *session.Session, c session.Command, unsandboxed bool, stdio pipeline.Stdio) (int, *session.Outcome, error) {
 	stderr := stdio.Stderr
 	names, err := s.MaskedSecrets()
 	if err != nil {
@@ -138,7 +148,7 @@ func runCommand(s *session.Session, c session.Command, unsandboxed bool, stdio p
 	if unsandboxed {
 		fmt.Fprintln(stderr, "sbx: warning: --unsandboxed: the command runs WITHOUT a sandbox if the gate allows it")
 	}
-	out, err := s.Run(context.Background(), c, stdio)
+	out, err := s.Run(ctx, c, stdio)
 	if err != nil {
 		return exitSbxError, nil, err
 	}
