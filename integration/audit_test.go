@@ -134,7 +134,7 @@ func TestDebugTrace(t *testing.T) {
 		t.Fatalf("%d %q\n%s", r.code, r.stdout, r.stderr)
 	}
 	want := []string{"bubblewrap: ", "session: gate decided", "sbx: helper started", "helper: overlays mounted",
-		"init: running", "init: Landlock, seccomp, fork", "init: the command exited", "helper: merged", "total"}
+		"init: running", "init: command started", "init: the command exited", "helper: merged", "total"}
 	last := -1
 	for _, w := range want {
 		i := strings.Index(r.stderr, w)

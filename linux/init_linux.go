@@ -29,7 +29,8 @@ import (
 // signal N killed it). When the command exits, init exits, and the kernel
 // kills whatever else is left in the namespace.
 func Init() int {
-	started := time.Now()
+	ir := &initRun{}
+	ir.mark(phaseRunning)
 	for i, fd := range []int{initStdinFD, initStdoutFD, initStderrFD} {
 		if err := unix.Dup3(fd, i, 0); err != nil {
 			fmt.Fprintf(os.Stderr, "sbx init: stdio: %v\n", err)
@@ -43,13 +44,14 @@ func Init() int {
 	}
 	// InitReadyFD stays open (close-on-exec, so the command never has it)
 	// to report a full /tmp once the command is done.
-	spec, err := readSpec()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
-		return ExitInitFailed
+	ir.dec = json.NewDecoder(io.LimitReader(os.NewFile(InitSpecFD, "spec"), 64<<20))
+	if err := ir.dec.Decode(&ir.spec); err != nil {
+		if err != io.EOF {
+			fmt.Fprintf(os.Stderr, "sbx init: decode spec: %v\n", err)
+		}
+		return ExitInitFailed // EOF: a warm sandbox thrown away
 	}
-	stamp(spec, 0, started)
-	stamp(spec, 1, time.Now())
+	ir.mark(phasePolicy)
 	// Only SIGCHLD and the signals worth forwarding: notifying every signal
 	// would also deliver the runtime's own SIGURG preemption signals, which
 	// can fill the channel and make a SIGCHLD be dropped.
@@ -60,39 +62,164 @@ func Init() int {
 		fmt.Fprintf(os.Stderr, "sbx init: close_range: %v\n", err)
 		return ExitInitFailed
 	}
-	if err := setUp(spec); err != nil {
+	if err := setUp(&ir.spec); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: %v\n", err)
 		return ExitInitFailed
 	}
-	stamp(spec, 2, time.Now())
-	path, code, err := lookPath(spec.Argv[0], spec.Env)
+	ir.mark(phaseSetUp)
+	pid, code, err := ir.startCommand()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
 		return code
 	}
-	pid, err := startLocked(path, spec)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
-		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
-			return ExitCannotExec
-		}
-		return ExitInitFailed
+	if pid == 0 {
+		return code // no command came
 	}
-	stamp(spec, 3, time.Now())
-	if spec.Hold {
-		// sbx moves the held command into the cgroup, then lets it go.
-		unix.Close(initHoldFD)
-		if _, err := unix.Write(InitReadyFD, []byte{InitForked}); err != nil {
-			fmt.Fprintf(os.Stderr, "sbx init: hold: %v\n", err)
-			return ExitInitFailed
-		}
-	}
-	return waitCommand(pid, sigs, spec)
+	return waitCommand(pid, sigs, ir)
 }
 
-// setUp makes the read-only binds, drops the capabilities, starts the
-// network bridge and enters the working directory: the mounts and the
-// capabilities come first, before anything of the command's is looked at.
+// initRun is the init's state from the policy to the command's end.
+type initRun struct {
+	spec InitSpec
+	call InitCall
+	dec  *json.Decoder
+	// stamps are when each phase ended (0: not reached); sent is how many
+	// have been reported.
+	stamps [len(initPhases)]time.Time
+	sent   int
+}
+
+// startCommand starts the command: with limits, a stub forked before the
+// command is known (a warm sandbox's stub waits in its cgroup) execs it;
+// without, the init forks it once it is known. pid 0 means that no
+// command came (code says how the init ends).
+func (ir *initRun) startCommand() (pid, code int, err error) {
+	var stub *stubProc
+	if ir.spec.needsStub() {
+		if stub, err = startStub(&ir.spec); err != nil {
+			return 0, ExitInitFailed, err
+		}
+		ir.mark(phaseStub)
+	}
+	if err := ir.dec.Decode(&ir.call); err != nil || len(ir.call.Argv) == 0 {
+		stub.kill()
+		if err == io.EOF {
+			return 0, ExitInitFailed, nil // a warm sandbox thrown away
+		}
+		return 0, ExitInitFailed, fmt.Errorf("decode command: %v", err)
+	}
+	ir.mark(phaseCall)
+	c := &ir.call
+	if err := os.Chdir(c.Dir); err != nil {
+		stub.kill()
+		return 0, ExitInitFailed, fmt.Errorf("working directory: %w", err)
+	}
+	path, code, err := lookPath(c.Argv[0], c.Env)
+	if err != nil {
+		stub.kill()
+		return 0, code, err
+	}
+	if stub != nil {
+		err = stub.send(stubCall{Path: path, Argv: c.Argv, Env: c.Env, Dir: c.Dir})
+		pid = stub.pid
+	} else {
+		pid, err = startLocked(&ir.spec, path, c.Argv, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}})
+	}
+	if err != nil {
+		stub.kill()
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
+			return 0, ExitCannotExec, fmt.Errorf("%s: %w", c.Argv[0], err)
+		}
+		return 0, ExitInitFailed, fmt.Errorf("%s: %w", c.Argv[0], err)
+	}
+	ir.mark(phaseStarted)
+	return pid, 0, nil
+}
+
+// mark records that phase ended now, and reports every recorded phase
+// when the command asked for a trace.
+func (ir *initRun) mark(phase int) {
+	ir.stamps[phase] = time.Now()
+	if !ir.call.Trace {
+		return
+	}
+	for ; ir.sent <= phase; ir.sent++ {
+		if t := ir.stamps[ir.sent]; !t.IsZero() {
+			stamp(ir.sent, t)
+		}
+	}
+}
+
+// needsStub reports whether the command starts through the limits stub:
+// rlimits are per process and the cgroup is for the command only, so the
+// init carries neither (it relays the network and must survive a fork
+// bomb).
+func (s *InitSpec) needsStub() bool {
+	return s.CPUSeconds > 0 || s.OpenFiles > 0 || s.Procs > 0 || s.DataBytes > 0 || s.Hold
+}
+
+// stubProc is the limits stub: a small exec of sbx itself (RlimitExec),
+// forked with Landlock and the seccomp filter, that waits to be moved into
+// the cgroup, then for the command on its fd 3.
+type stubProc struct {
+	pid int
+	w   *os.File
+}
+
+// startStub forks the stub and, with Hold, has sbx move it into the
+// cgroup.
+func startStub(spec *InitSpec) (*stubProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	hold := "0"
+	files := []uintptr{0, 1, 2, r.Fd()}
+	if spec.Hold {
+		hold = "1"
+		files = append(files, initHoldFD)
+	}
+	argv := []string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10),
+		strconv.FormatUint(spec.Procs, 10), strconv.FormatUint(spec.DataBytes, 10), hold}
+	pid, err := startLocked(spec, self, argv, &syscall.ProcAttr{Dir: "/", Env: []string{}, Files: files})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("limits stub: %w", err)
+	}
+	st := &stubProc{pid: pid, w: w}
+	if spec.Hold {
+		// sbx moves the held stub into the cgroup, then lets it go.
+		unix.Close(initHoldFD)
+		if _, err := unix.Write(InitReadyFD, []byte{InitForked}); err != nil {
+			st.kill()
+			return nil, fmt.Errorf("hold: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// send gives the stub the command to exec.
+func (st *stubProc) send(c stubCall) error {
+	defer st.w.Close()
+	return json.NewEncoder(st.w).Encode(c)
+}
+
+// kill stops a stub that will run nothing (nil: none).
+func (st *stubProc) kill() {
+	if st != nil {
+		st.w.Close()
+		_ = unix.Kill(st.pid, syscall.SIGKILL)
+	}
+}
+
+// setUp makes the read-only binds, drops the capabilities and starts the
+// network bridge: the mounts and the capabilities come first, before
+// anything of the command's is looked at.
 func setUp(spec *InitSpec) error {
 	if err := bindReadOnly(spec.ReadOnly); err != nil {
 		return err
@@ -100,18 +227,12 @@ func setUp(spec *InitSpec) error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
-	if err := startBridge(spec.Bridge); err != nil {
-		return err
-	}
-	if err := os.Chdir(spec.Dir); err != nil {
-		return fmt.Errorf("working directory: %w", err)
-	}
-	return nil
+	return startBridge(spec.Bridge)
 }
 
 // waitCommand forwards signals to the command's process group and reaps
 // until the command exits; it returns the command's status.
-func waitCommand(pid int, sigs <-chan os.Signal, spec *InitSpec) int {
+func waitCommand(pid int, sigs <-chan os.Signal, ir *initRun) int {
 	// A lost SIGCHLD must not leave the sandbox hanging: reap on a timer too.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -121,37 +242,17 @@ func waitCommand(pid int, sigs <-chan os.Signal, spec *InitSpec) int {
 			s := sig.(syscall.Signal)
 			if s == syscall.SIGCHLD {
 				if status, done := reap(pid); done {
-					return reportTmp(spec, status)
+					return ir.finish(status)
 				}
 				continue
 			}
 			_ = unix.Kill(-pid, s)
 		case <-tick.C:
 			if status, done := reap(pid); done {
-				return reportTmp(spec, status)
+				return ir.finish(status)
 			}
 		}
 	}
-}
-
-func readSpec() (*InitSpec, error) {
-	f := os.NewFile(InitSpecFD, "spec")
-	if f == nil {
-		return nil, errors.New("no spec fd")
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
-	}
-	var spec InitSpec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
-	}
-	if len(spec.Argv) == 0 {
-		return nil, errors.New("empty command")
-	}
-	return &spec, nil
 }
 
 // lookPath finds argv0 along the command's own PATH.
@@ -201,12 +302,13 @@ func lookPath(argv0 string, env []string) (string, int, error) {
 	return "", ExitNotFound, fmt.Errorf("%s: command not found", argv0)
 }
 
-// startLocked starts the command from a dedicated OS thread that carries
-// no_new_privs, the Landlock domain and the seccomp filter: a process forked
-// from it inherits all three, while the init's other threads stay free to
-// keep serving (signals now, the network bridge later). The thread is never
-// unlocked, so the runtime retires it when the goroutine ends.
-func startLocked(path string, spec *InitSpec) (int, error) {
+// startLocked starts path (the command, or the limits stub) from a
+// dedicated OS thread that carries no_new_privs, the Landlock domain and
+// the seccomp filter: a process forked from it inherits all three, in a
+// process group of its own, while the init's other threads stay free to
+// keep serving (signals now, the network bridge later). The thread is
+// never unlocked, so the runtime retires it when the goroutine ends.
+func startLocked(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -214,14 +316,14 @@ func startLocked(path string, spec *InitSpec) (int, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		pid, err := lockDownAndFork(path, spec)
+		pid, err := lockDownAndFork(spec, path, argv, attr)
 		done <- result{pid, err}
 	}()
 	r := <-done
 	return r.pid, r.err
 }
 
-func lockDownAndFork(path string, spec *InitSpec) (int, error) {
+func lockDownAndFork(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
@@ -238,37 +340,8 @@ func lockDownAndFork(path string, spec *InitSpec) (int, error) {
 	if err := installFilter(spec); err != nil {
 		return 0, err
 	}
-	argv := spec.Argv
-	files := []uintptr{0, 1, 2}
-	if spec.CPUSeconds > 0 || spec.OpenFiles > 0 || spec.Procs > 0 || spec.DataBytes > 0 || spec.Hold {
-		// Rlimits are per process, and the cgroup is for the command only:
-		// the init must carry neither (it relays the network and must
-		// survive a fork bomb). A small exec of sbx itself waits to be
-		// moved into the cgroup, sets the rlimits and execs the command;
-		// it runs already filtered.
-		self, err := os.Executable()
-		if err != nil {
-			return 0, err
-		}
-		hold := "0"
-		if spec.Hold {
-			hold = "1"
-			files = append(files, initHoldFD)
-		}
-		argv = append([]string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10),
-			strconv.FormatUint(spec.Procs, 10), strconv.FormatUint(spec.DataBytes, 10), hold, path}, spec.Argv...)
-		path = self
-	}
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", spec.Argv[0], err)
-	}
-	return pid, nil
+	attr.Sys = &syscall.SysProcAttr{Setpgid: true}
+	return syscall.ForkExec(path, argv, attr)
 }
 
 // installFilter loads the Supervised program on the calling thread and
@@ -325,40 +398,66 @@ func reap(cmd int) (int, bool) {
 // RlimitArg is argv[1] of the small exec that sets the command's rlimits.
 const RlimitArg = "__sbx_rlimit"
 
-// RlimitExec waits, when HOLD is 1, for sbx's go-ahead on fd 3 (sent once
-// this process is in the run's cgroup), sets RLIMIT_CPU (SIGXCPU at the
-// limit, SIGKILL a second later), RLIMIT_NOFILE, RLIMIT_NPROC and
-// RLIMIT_DATA (0: left alone) from its arguments, then execs the command:
-// sbx __sbx_rlimit CPU NOFILE NPROC DATA HOLD PATH ARGV...
+// RlimitExec is the limits stub: it waits, when HOLD is 1, for sbx's
+// go-ahead on fd 4 (sent once this process is in the run's cgroup), then
+// for the command on fd 3 (a stubCall; EOF: none, exit), enters its
+// directory, sets RLIMIT_CPU (SIGXCPU at the limit, SIGKILL a second
+// later), RLIMIT_NOFILE, RLIMIT_NPROC and RLIMIT_DATA (0: left alone) from
+// its arguments, and execs the command:
+// sbx __sbx_rlimit CPU NOFILE NPROC DATA HOLD
 func RlimitExec(args []string) int {
-	if len(args) < 7 {
+	vals, ok := parseStubArgs(args)
+	if !ok {
 		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
 		return ExitInitFailed
 	}
-	var vals [4]uint64
-	for i := range vals {
-		v, err := strconv.ParseUint(args[i], 10, 64)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
-			return ExitInitFailed
-		}
-		vals[i] = v
-	}
-	cpu, nofile, nproc, data := vals[0], vals[1], vals[2], vals[3]
-	hold, path, argv := args[4], args[5], args[6:]
-	if hold != "0" && hold != "1" {
-		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
-		return ExitInitFailed
-	}
-	if hold == "1" {
+	if args[4] == "1" {
 		var b [1]byte
-		n, _ := unix.Read(3, b[:])
-		unix.Close(3)
+		n, _ := unix.Read(4, b[:])
+		unix.Close(4)
 		if n != 1 {
 			fmt.Fprintln(os.Stderr, "sbx: the command could not be moved into its cgroup; not run")
 			return ExitInitFailed
 		}
 	}
+	var c stubCall
+	err := json.NewDecoder(io.LimitReader(os.NewFile(3, "command"), 64<<20)).Decode(&c)
+	unix.Close(3)
+	if err != nil || len(c.Argv) == 0 {
+		return ExitInitFailed // the init had no command for it (and said why)
+	}
+	if err := unix.Chdir(c.Dir); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: working directory: %v\n", err)
+		return ExitInitFailed
+	}
+	if err := setStubLimits(vals); err != nil {
+		fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
+		return ExitInitFailed
+	}
+	err = unix.Exec(c.Path, c.Argv, c.Env)
+	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", c.Argv[0], err)
+	return ExitCannotExec
+}
+
+// parseStubArgs reads the stub's CPU NOFILE NPROC DATA HOLD.
+func parseStubArgs(args []string) ([4]uint64, bool) {
+	var vals [4]uint64
+	if len(args) != 5 || args[4] != "0" && args[4] != "1" {
+		return vals, false
+	}
+	for i := range vals {
+		v, err := strconv.ParseUint(args[i], 10, 64)
+		if err != nil {
+			return vals, false
+		}
+		vals[i] = v
+	}
+	return vals, true
+}
+
+// setStubLimits sets the rlimits of CPU NOFILE NPROC DATA (0: left alone).
+func setStubLimits(vals [4]uint64) error {
+	cpu, nofile, nproc, data := vals[0], vals[1], vals[2], vals[3]
 	if nproc > 0 {
 		// The kernel counts every task of this uid in the sandbox's user
 		// namespace, the init's threads too: the command gets nproc on top
@@ -380,13 +479,10 @@ func RlimitExec(args []string) int {
 			continue
 		}
 		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.cur, Max: l.max}); err != nil {
-			fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", l.what, err)
-			return ExitInitFailed
+			return fmt.Errorf("%s: %w", l.what, err)
 		}
 	}
-	err := unix.Exec(path, argv, os.Environ())
-	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", argv[0], err)
-	return ExitCannotExec
+	return nil
 }
 
 // otherTasks counts the threads of every other process in the sandbox's
@@ -403,11 +499,11 @@ func otherTasks() uint64 {
 	return n
 }
 
-// reportTmp tells sbx when the size-limited /tmp is full, and passes the
+// finish tells sbx when the size-limited /tmp is full, and passes the
 // command's status through.
-func reportTmp(spec *InitSpec, status int) int {
-	stamp(spec, 4, time.Now())
-	if spec.TmpLimited {
+func (ir *initRun) finish(status int) int {
+	ir.mark(phaseExited)
+	if ir.spec.TmpLimited {
 		var st unix.Statfs_t
 		if unix.Statfs("/tmp", &st) == nil && st.Bavail == 0 {
 			unix.Write(InitReadyFD, []byte{TmpFullReport})
@@ -416,12 +512,9 @@ func reportTmp(spec *InitSpec, status int) int {
 	return status
 }
 
-// stamp tells sbx that the init's phase i (initPhases) ended at t, when the
-// spec asks for a trace. One write of 10 bytes: atomic on a pipe.
-func stamp(spec *InitSpec, i int, t time.Time) {
-	if !spec.Trace {
-		return
-	}
+// stamp tells sbx that the init's phase i (initPhases) ended at t. One
+// write of 10 bytes: atomic on a pipe.
+func stamp(i int, t time.Time) {
 	var b [10]byte
 	b[0], b[1] = InitStamp, byte(i)
 	binary.LittleEndian.PutUint64(b[2:], uint64(t.UnixNano()))

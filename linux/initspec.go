@@ -11,7 +11,10 @@ const InitArg = "__sbx_init"
 // command's output):
 //
 //	fd  direction       what
-//	3   sbx  → init     the InitSpec, as JSON, then EOF (InitSpecFD)
+//	3   sbx  → init     the InitSpec (the policy), as JSON, at once; then
+//	                    the InitCall (the command), as JSON, when there is
+//	                    one (a warm sandbox gets it later), then EOF
+//	                    (InitSpecFD); EOF without a call: nothing runs
 //	4   bwrap → sbx     bubblewrap's --info-fd: {"child-pid": N} (relayed
 //	                    by the helper; N is the init's pid in the helper's
 //	                    pid namespace)
@@ -26,7 +29,8 @@ const InitArg = "__sbx_init"
 //	                      TmpFullReport  the command ended with the
 //	                                     size-limited /tmp full
 //	                      InitStamp      followed by a phase number and
-//	                                     8 bytes of wall clock (Trace)
+//	                                     8 bytes of wall clock
+//	                                     (InitCall.Trace)
 //	9   sbx  → init     only with Hold: one byte once the command is in
 //	                    its cgroup; EOF without it means "do not run"
 //	                    (initHoldFD)
@@ -59,17 +63,28 @@ const (
 // The init's phases, in the order it reports them with InitStamp.
 var initPhases = [...]string{
 	"init: running (bubblewrap's setup and the runtime's start)",
-	"init: spec read",
+	"init: policy read",
 	"init: read-only binds, capabilities dropped, bridge",
-	"init: Landlock, seccomp, fork",
+	"init: limits stub forked (Landlock, seccomp) and released",
+	"init: command received",
+	"init: command started",
 	"init: the command exited",
 }
 
-// InitSpec is what the in-sandbox init needs to start the command.
+// The init's phases by number.
+const (
+	phaseRunning = iota
+	phasePolicy
+	phaseSetUp
+	phaseStub
+	phaseCall
+	phaseStarted
+	phaseExited
+)
+
+// InitSpec is the policy the in-sandbox init applies to the command: all
+// of it is known before the command is (see InitCall).
 type InitSpec struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
 	// Writable are the paths Landlock lets the command write below; every
 	// other path is read-only to it (best effort: only where the kernel has
 	// Landlock).
@@ -106,9 +121,25 @@ type InitSpec struct {
 	// Direct are the writable folders bound straight from the host (the
 	// toolchain caches): no socket there counts as the sandbox's own.
 	Direct []string `json:"direct,omitempty"`
+}
+
+// InitCall is the command the init runs under its InitSpec.
+type InitCall struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
 	// Trace makes the init report when each of its phases ended
 	// (InitStamp), for --debug.
 	Trace bool `json:"trace,omitempty"`
+}
+
+// stubCall is what the init sends the limits stub (RlimitExec) on its fd
+// 3: the command, resolved.
+type stubCall struct {
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
 }
 
 // Exit statuses the init uses for its own failures, as a shell does.

@@ -61,6 +61,13 @@ type Executor struct {
 	// function that stops it: from then on the sandbox has no network at
 	// all (an embedder's kill switch; tests use it too).
 	OnProxyStart func(stop func() error)
+	// Warm keeps one sandbox launched ahead for the next Run with the same
+	// policy, for a long-lived session (sbx serve, sbx mcp): a Run with no
+	// input and its output into writers then skips the start-up. Each
+	// sandbox runs one command; the next is launched only after a Run has
+	// ended. Close throws the waiting one away.
+	Warm bool
+	pool warmPool
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
@@ -130,6 +137,33 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if e.StateDir == "" {
 		return nil, errors.New("linux: Executor.StateDir is required")
 	}
+	tr := pipeline.TraceFrom(ctx)
+	if w := e.takeWarm(ctx, s, stdio); w != nil {
+		tr.Mark("sbx: warm sandbox taken")
+		res, err := w.call(ctx, s, stdio, tr)
+		e.refill(s)
+		return res, err
+	}
+	r, err := e.newRun(ctx, s, tr)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	l, err := r.launch(stdio)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.complete(ctx, l, s); err != nil {
+		return nil, err
+	}
+	e.refill(s)
+	return r.res, nil
+}
+
+// newRun prepares everything a sandbox needs before its helper starts:
+// the run directory, the proxy, the cgroups, the mount plan. On error,
+// what was made is removed.
+func (e *Executor) newRun(ctx context.Context, s *pipeline.Spec, tr *pipeline.Trace) (_ *run, err error) {
 	bwrap, exe, err := e.paths()
 	if err != nil {
 		return nil, err
@@ -138,7 +172,6 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err != nil {
 		return nil, err
 	}
-	tr := pipeline.TraceFrom(ctx)
 	tr.Mark("sbx: binaries found, state protected")
 	res := &pipeline.Result{}
 	if rep, err := CleanStale(ctx, e.StateDir, exe, 0); err != nil {
@@ -151,8 +184,12 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		return nil, fmt.Errorf("linux: run directory: %w", err)
 	}
 	tr.Mark("sbx: earlier runs checked, run directory made")
-	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res, trace: tr}
-	defer r.cleanup()
+	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res, trace: tr, bwrap: bwrap, exe: exe}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
 	if s.Net != nil {
 		if err := r.startProxy(); err != nil {
 			return nil, err
@@ -165,38 +202,57 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err := r.checkTmpLimit(); err != nil {
 		return nil, err
 	}
-	cg, err := newCgroups(s.Limits, "sbx-"+filepath.Base(runDir))
+	if err := r.makeCgroups(); err != nil {
+		return nil, err
+	}
+	tr.Mark("sbx: cgroups")
+	if err := r.buildPlan(); err != nil {
+		return nil, err
+	}
+	tr.Mark("sbx: credential files, mount plan")
+	return r, nil
+}
+
+// makeCgroups creates the run's cgroups, or the rlimits that stand in for
+// them.
+func (r *run) makeCgroups() error {
+	cg, err := newCgroups(r.spec.Limits, "sbx-"+filepath.Base(r.runDir))
 	if err != nil {
-		fb, ferr := fallbackLimits(s.Limits, err, os.Getuid())
+		fb, ferr := fallbackLimits(r.spec.Limits, err, os.Getuid())
 		if ferr != nil {
-			return nil, ferr
+			return ferr
 		}
 		r.rl = fb
-		res.Warnings = append(res.Warnings, fb.notes...)
+		r.res.Warnings = append(r.res.Warnings, fb.notes...)
 	}
 	r.cg = cg
-	defer cg.remove()
-	tr.Mark("sbx: cgroups")
+	return nil
+}
+
+// buildPlan writes the masked credential files and builds the mount plan
+// (and the fallback plan of a best-effort disk budget).
+func (r *run) buildPlan() error {
+	s := r.spec
 	var socks []string
-	socks, res.Warnings = allowedSockets(s.Platform.UnixSockets, res.Warnings)
+	socks, r.res.Warnings = allowedSockets(s.Platform.UnixSockets, r.res.Warnings)
 	r.sockets = socks
-	masked, err := writeMasked(runDir, s.MaskedFiles)
+	masked, err := writeMasked(r.runDir, s.MaskedFiles)
 	if err != nil {
-		return nil, fmt.Errorf("linux: masked credential files: %w", err)
+		return fmt.Errorf("linux: masked credential files: %w", err)
 	}
 	in := PlanInput{
 		Masked:       masked,
 		UnixSockets:  socks,
 		Policy:       s.FS,
-		EmptyFile:    filepath.Join(runDir, emptyFile),
-		Exe:          exe,
+		EmptyFile:    filepath.Join(r.runDir, emptyFile),
+		Exe:          r.exe,
 		ProxySocket:  r.proxySocket,
 		ExtraROBinds: r.trust.Files(),
 		TmpSize:      s.Limits.MaxTmp,
 		BudgetStage:  r.budgetStage,
-		StateDir:     e.StateDir,
+		StateDir:     r.e.StateDir,
 	}
-	plan := BuildPlan(in)
+	r.plan = BuildPlan(in)
 	if r.budgetStage != "" && s.Limits.BestEffort {
 		// A default budget the host cannot set up: the writes are staged
 		// on disk, /tmp stays bounded.
@@ -206,11 +262,14 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		}
 		r.fallbackPlan = BuildPlan(in)
 	}
-	tr.Mark("sbx: credential files, mount plan")
-	if err := r.start(ctx, bwrap, exe, plan, stdio); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return nil
+}
+
+// close removes the run's cgroups, stops its proxy and removes its
+// directory.
+func (r *run) close() {
+	r.cg.remove()
+	r.cleanup()
 }
 
 // checkTmpLimit refuses a /tmp size limit that cannot hold because a
@@ -259,8 +318,11 @@ type run struct {
 	e      *Executor
 	spec   *pipeline.Spec
 	runDir string
-	rec    *record
-	res    *pipeline.Result
+	// bwrap and exe are the binaries; plan is the mount plan.
+	bwrap, exe string
+	plan       []Op
+	rec        *record
+	res        *pipeline.Result
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
@@ -377,56 +439,111 @@ func randomSuffix() string {
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
 
-// start runs the command: it opens the descriptor table, starts the
-// transaction helper (which runs bubblewrap, which runs the init), sends
-// the init its spec, and supervises until the helper has exited.
-func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pipeline.Stdio) error {
-	init, plan := r.initSpec(plan)
-	specData, err := json.Marshal(init)
+// launched is a sandbox whose init has been started and waits for its
+// spec (the command) on fd 3.
+type launched struct {
+	fds       *childFDs
+	cmd       *exec.Cmd
+	tx        *txCtl
+	bwrapOut  *bytes.Buffer
+	exited    <-chan error
+	txRep     chan *TxReport
+	target    *sandboxPID
+	initState <-chan initState
+	// call takes the command for the init (closed: none).
+	call chan []byte
+}
+
+// launch opens the descriptor table and starts the transaction helper
+// (which mounts the writable roots and runs bubblewrap, which runs the
+// init); the init then waits for its spec.
+func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
+	init, plan := r.initSpec(r.plan)
+	policy, err := json.Marshal(init)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fds, err := openChildFDs(stdio, r.cg != nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer fds.closeParentEnds()
-	cmd, tx, bwrapOut, err := r.helperCmd(bwrap, exe, plan, fds)
+	l := &launched{fds: fds, target: newSandboxPID(), call: make(chan []byte, 1)}
+	cmd, tx, bwrapOut, err := r.helperCmd(r.bwrap, r.exe, plan, fds)
 	if err != nil {
 		fds.closeChildEnds()
-		return err
+		l.release()
+		return nil, err
 	}
-	defer tx.parent.Close()
+	l.cmd, l.tx, l.bwrapOut = cmd, tx, bwrapOut
 	r.trace.Mark("sbx: helper's command prepared")
-	exited, err := startOnLockedThread(cmd)
+	l.exited, err = startOnLockedThread(cmd)
 	fds.closeChildEnds()
 	if err != nil {
-		return fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
+		l.release()
+		return nil, fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
 	}
 	r.trace.Mark("sbx: helper started")
-	go func(w *os.File) {
-		w.Write(specData)
-		w.Close()
-	}(fds.specW)
+	go sendSpec(fds.specW, policy, l.call)
 	fds.specW = nil
-	txRep := make(chan *TxReport, 1)
-	go tx.exchange(txRep)
-	target := newSandboxPID()
-	defer target.close()
-	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, target)
-	initState := r.watchReady(fds.readyR, fds.holdW, initPID)
+	l.txRep = make(chan *TxReport, 1)
+	go tx.exchange(l.txRep)
+	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, l.target)
+	l.initState = r.watchReady(fds.readyR, fds.holdW, initPID)
 	fds.infoR, fds.readyR, fds.holdW = nil, nil, nil
-	sv := pipeline.Supervision{Timeout: r.spec.Timeout, Signal: target.signal, Kill: func() {
+	return l, nil
+}
+
+// sendSpec writes the init's policy at once, then its command when it
+// comes, and closes the pipe: EOF with no command means none.
+func sendSpec(w *os.File, policy []byte, call <-chan []byte) {
+	defer w.Close()
+	if _, err := w.Write(policy); err != nil {
+		return
+	}
+	if c, ok := <-call; ok {
+		w.Write(c)
+	}
+}
+
+// release closes sbx's ends of the launched sandbox's descriptors.
+func (l *launched) release() {
+	l.fds.closeParentEnds()
+	if l.tx != nil {
+		l.tx.parent.Close()
+	}
+	l.target.close()
+}
+
+// complete sends the init the command of s (nil: none, and the init exits
+// without running anything), supervises until the helper has exited, and
+// fills the run's result.
+func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
+	defer l.release()
+	if s == nil {
+		close(l.call)
+	} else {
+		call, err := json.Marshal(r.callSpec(s))
+		if err != nil {
+			close(l.call)
+			return err
+		}
+		l.call <- call
+	}
+	target, cmd := l.target, l.cmd
+	sv := pipeline.Supervision{Signal: target.signal, Kill: func() {
 		target.signal(syscall.SIGKILL) // PID 1: the whole namespace goes
 		// The helper kills bubblewrap, then merges what was written.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}}
-	waitErr, timedOut, ctxErr := sv.Supervise(ctx, exited)
+	if s != nil {
+		sv.Timeout = s.Timeout
+	}
+	waitErr, timedOut, ctxErr := sv.Supervise(ctx, l.exited)
 	r.trace.Mark("sbx: helper exited")
 	r.res.TimedOut = timedOut
-	fds.waitCopies()
-	st := <-initState
-	r.txRep = <-txRep
+	l.fds.waitCopies()
+	st := <-l.initState
+	r.txRep = <-l.txRep
 	if r.txRep != nil {
 		r.trace.Add(r.txRep.Stamps...)
 	}
@@ -434,7 +551,7 @@ func (r *run) start(ctx context.Context, bwrap, exe string, plan []Op, stdio pip
 		return ctxErr
 	}
 	r.tmpFull = st.tmpFull
-	return r.finish(waitErr, st.ran, cmd, bwrapOut.String())
+	return r.finish(waitErr, st.ran, cmd, l.bwrapOut.String())
 }
 
 // writeMasked writes each masked file's content into the run directory
@@ -466,9 +583,9 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	if os.Getuid() == 0 {
 		plan, readOnly = SplitPlan(plan)
 	}
-	init := InitSpec{Argv: r.spec.Argv, Env: r.spec.Env, Dir: r.spec.Dir, Writable: writable,
+	init := InitSpec{Writable: writable,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil,
-		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets, Trace: r.trace != nil}
+		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets}
 	for _, c := range r.spec.FS.Caches {
 		init.Direct = append(init.Direct, c.Path)
 	}
@@ -481,10 +598,20 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	}
 	if r.proxy != nil {
 		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
-		init.Env = proxy.Env(init.Env, BridgeHTTPPort, BridgeSOCKSPort)
-		init.Env = r.trust.Env(init.Env)
 	}
 	return init, plan
+}
+
+// callSpec is the init's call for the command of s: the command, its
+// environment (with the proxy's and the run's CA variables) and its
+// directory.
+func (r *run) callSpec(s *pipeline.Spec) InitCall {
+	c := InitCall{Argv: s.Argv, Env: s.Env, Dir: s.Dir, Trace: r.trace != nil}
+	if r.proxy != nil {
+		c.Env = proxy.Env(c.Env, BridgeHTTPPort, BridgeSOCKSPort)
+		c.Env = r.trust.Env(c.Env)
+	}
+	return c
 }
 
 // helperCmd prepares the transaction helper's process: bubblewrap's argv

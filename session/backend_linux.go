@@ -25,7 +25,7 @@ func platformHonours(key string) bool {
 }
 
 func newExecutor(o *Options, st *settings.Settings, stateDir string, audit *Audit) pipeline.Executor {
-	e := &linux.Executor{Bwrap: st.BwrapPath.V, Exe: o.Exe, StateDir: stateDir, Ask: o.NetAsk}
+	e := &linux.Executor{Bwrap: st.BwrapPath.V, Exe: o.Exe, StateDir: stateDir, Ask: o.NetAsk, Warm: o.Warm}
 	if audit != nil {
 		e.Audit = audit.Event
 	}

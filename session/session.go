@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +94,11 @@ type Options struct {
 	// means the running executable, which must then call [Reexec] first in
 	// main and be built with CGO_ENABLED=0.
 	Exe string
+	// Warm launches the next sandbox while the caller thinks, for a
+	// long-lived session (serve, MCP): a tool call then skips the
+	// sandbox's start-up. Each sandbox still runs one command; Close
+	// throws the waiting one away.
+	Warm bool
 }
 
 // Session holds one workspace's settings and gate, and, from the first
@@ -124,6 +130,9 @@ type sandbox struct {
 	audit   *Audit
 	exec    pipeline.Executor
 	runner  *pipeline.Runner
+	// closer stops the platform's executor (a warm sandbox), if it has
+	// anything to stop.
+	closer io.Closer
 }
 
 // Open loads the settings for the workspace and builds the gate. The
@@ -279,7 +288,13 @@ func (s *Session) MaskedSecrets() ([]string, error) {
 
 // Close releases what the session holds (the audit file).
 func (s *Session) Close() error {
-	if s.sandbox != nil && s.sandbox.audit != nil {
+	if s.sandbox == nil {
+		return nil
+	}
+	if s.sandbox.closer != nil {
+		s.sandbox.closer.Close()
+	}
+	if s.sandbox.audit != nil {
 		return s.sandbox.audit.Close()
 	}
 	return nil
@@ -345,6 +360,7 @@ func (s *Session) build() (*sandbox, error) {
 	sb.exec = s.opts.Executor
 	if sb.exec == nil {
 		sb.exec = newExecutor(&s.opts, s.st, s.StateDir(), sb.audit)
+		sb.closer, _ = sb.exec.(io.Closer)
 	}
 	sb.exec = audited{sb.exec, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,

@@ -25,7 +25,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		return code, err
 	}
 	t.nonInteractive = true
-	s, err := t.open(stderr)
+	s, err := t.open(stderr, true)
 	if err != nil {
 		return exitSbxError, err
 	}

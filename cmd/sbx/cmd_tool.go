@@ -51,8 +51,10 @@ func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, er
 
 // open opens the session for tool calls: prompts on the controlling
 // terminal when there is one, limits defaulting to a tool call's.
-func (t *toolFlags) open(stderr io.Writer) (*session.Session, error) {
+// A long-lived session (warm) launches each next sandbox ahead.
+func (t *toolFlags) open(stderr io.Writer, warm bool) (*session.Session, error) {
 	opts := t.gateFlags.options(stderr, hasTTY())
+	opts.Warm = warm
 	opts.Limits, opts.DefaultLimits, opts.AuditFile = t.limits, pipeline.DefaultToolLimits(), t.audit
 	opts.FS.HomeWorkspace, opts.Discard = t.tx.homeWorkspace, t.tx.discard
 	return session.Open(opts)
@@ -86,7 +88,7 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		writeResult(stdout, &pipeline.ToolResult{Type: "tool_result", Content: "Error: the tool_use is larger than 16 MiB; nothing was run", IsError: true}, false)
 		return 1, nil
 	}
-	s, err := t.open(stderr)
+	s, err := t.open(stderr, false)
 	if err != nil {
 		// Even a setup failure answers with a tool_result for the same id.
 		var id struct {
@@ -120,7 +122,7 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		}
 		return code, err
 	}
-	s, err := t.open(stderr)
+	s, err := t.open(stderr, true)
 	if err != nil {
 		return exitSbxError, err
 	}

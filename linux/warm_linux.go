@@ -1,0 +1,202 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"io"
+	"os"
+	"reflect"
+	"sync"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
+)
+
+// A warm sandbox is launched ahead of the call that uses it (Executor.Warm):
+// its run directory, proxy, cgroups, transaction helper, overlays,
+// bubblewrap and init all exist, and the init waits for its command. It is
+// launched only once the call before has ended and its writes are merged,
+// runs exactly one command, and is thrown away after it: nothing of one
+// call (a file in /tmp, a process, a socket, an environment change) can
+// reach the next.
+type warm struct {
+	// spec is the call the sandbox was launched after: the next call
+	// takes it only if its policy (everything but the command, its
+	// environment, directory and timeout) is the same.
+	spec  *pipeline.Spec
+	ready chan struct{} // closed once launched, or failed (err)
+	err   error
+	r     *run
+	l     *launched
+	// stdout and stderr are sbx's ends of the command's output pipes.
+	stdout, stderr *os.File
+}
+
+// warmPool holds at most one warm sandbox.
+type warmPool struct {
+	mu     sync.Mutex
+	next   *warm
+	closed bool
+	wg     sync.WaitGroup // launches and discards in flight
+}
+
+// takeWarm returns the warm sandbox if the call can use it: same policy,
+// no input, output into writers (a terminal or a file must stay what it
+// is, so those calls start cold). A sandbox that does not fit is thrown
+// away.
+func (e *Executor) takeWarm(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) *warm {
+	if !e.Warm || !warmable(stdio) {
+		return nil
+	}
+	e.pool.mu.Lock()
+	w := e.pool.next
+	e.pool.next = nil
+	e.pool.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		e.discard(w)
+		return nil
+	}
+	if w.err != nil || !samePolicy(w.spec, s) {
+		e.discard(w)
+		return nil
+	}
+	return w
+}
+
+// warmable reports whether a call's streams suit a warm sandbox, whose
+// stdin is /dev/null and whose stdout and stderr are two pipes.
+func warmable(stdio pipeline.Stdio) bool {
+	_, outFile := stdio.Stdout.(*os.File)
+	_, errFile := stdio.Stderr.(*os.File)
+	return stdio.Stdin == nil && !outFile && !errFile && !sameWriter(stdio.Stdout, stdio.Stderr)
+}
+
+// samePolicy reports whether two calls need the same sandbox: their specs
+// differ at most in the command, its environment and directory (which the
+// init gets with the command) and the timeout (which sbx applies).
+func samePolicy(a, b *pipeline.Spec) bool {
+	x, y := *a, *b
+	x.Argv, x.Env, x.Dir, x.Timeout = nil, nil, "", 0
+	y.Argv, y.Env, y.Dir, y.Timeout = nil, nil, "", 0
+	return reflect.DeepEqual(x, y)
+}
+
+// refill launches the next warm sandbox in the background, after a call
+// with spec s has ended.
+func (e *Executor) refill(s *pipeline.Spec) {
+	if !e.Warm {
+		return
+	}
+	e.pool.mu.Lock()
+	defer e.pool.mu.Unlock()
+	if e.pool.closed || e.pool.next != nil {
+		return
+	}
+	w := &warm{spec: s, ready: make(chan struct{})}
+	e.pool.next = w
+	e.pool.wg.Add(1)
+	go func() {
+		defer e.pool.wg.Done()
+		w.launch(e)
+	}()
+}
+
+// launch prepares the run and starts its helper with two output pipes.
+func (w *warm) launch(e *Executor) {
+	defer close(w.ready)
+	r, err := e.newRun(context.Background(), w.spec, nil)
+	if err != nil {
+		w.err = err
+		return
+	}
+	var outW, errW *os.File
+	if w.stdout, outW, err = os.Pipe(); err == nil {
+		if w.stderr, errW, err = os.Pipe(); err == nil {
+			w.l, err = r.launch(pipeline.Stdio{Stdout: outW, Stderr: errW})
+			errW.Close()
+		}
+		outW.Close()
+	}
+	if err != nil {
+		w.err = err
+		w.closePipes()
+		r.close()
+		return
+	}
+	w.r = r
+}
+
+func (w *warm) closePipes() {
+	for _, f := range []*os.File{w.stdout, w.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// call runs the command of s in the warm sandbox.
+func (w *warm) call(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio, tr *pipeline.Trace) (*pipeline.Result, error) {
+	r := w.r
+	defer r.close()
+	defer w.closePipes()
+	r.trace = tr
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		from *os.File
+		to   io.Writer
+	}{{w.stdout, stdio.Stdout}, {w.stderr, stdio.Stderr}} {
+		to := c.to
+		if to == nil {
+			to = io.Discard
+		}
+		wg.Add(1)
+		go func(from *os.File) {
+			defer wg.Done()
+			io.Copy(to, from)
+		}(c.from)
+	}
+	w.l.fds.waitCopies = wg.Wait
+	if err := r.complete(ctx, w.l, s); err != nil {
+		return nil, err
+	}
+	return r.res, nil
+}
+
+// discard throws a warm sandbox away in the background: its init gets no
+// command and exits, the helper merges nothing, the run is removed.
+func (e *Executor) discard(w *warm) {
+	e.pool.wg.Add(1)
+	go func() {
+		defer e.pool.wg.Done()
+		<-w.ready
+		if w.err != nil {
+			return
+		}
+		for _, f := range []*os.File{w.stdout, w.stderr} {
+			go io.Copy(io.Discard, f)
+		}
+		_ = w.r.complete(context.Background(), w.l, nil)
+		w.closePipes()
+		w.r.close()
+	}()
+}
+
+// Close throws away the warm sandbox, if any, and waits until every
+// sandbox launched ahead is gone. Runs after Close start cold.
+func (e *Executor) Close() error {
+	e.pool.mu.Lock()
+	e.pool.closed = true
+	w := e.pool.next
+	e.pool.next = nil
+	e.pool.mu.Unlock()
+	if w != nil {
+		e.discard(w)
+	}
+	e.pool.wg.Wait()
+	return nil
+}
