@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServeHoldsSteady sends 1,000 Bash calls through one sbx serve: every
@@ -47,10 +48,14 @@ func TestServeHoldsSteady(t *testing.T) {
 		if !strings.Contains(line, fmt.Sprintf(`"tool_use_id":"c%d","content":"%d\n"`, i, i)) {
 			t.Fatalf("call %d: %s", i, line)
 		}
+		// Sampled once the next call's warm sandbox is launched: the same
+		// state both times.
 		switch i {
 		case 99:
+			time.Sleep(500 * time.Millisecond)
 			fds[0], rss[0] = fdCount(cmd.Process.Pid), rssKiB(cmd.Process.Pid)
 		case calls - 1:
+			time.Sleep(500 * time.Millisecond)
 			fds[1], rss[1] = fdCount(cmd.Process.Pid), rssKiB(cmd.Process.Pid)
 		}
 	}
@@ -64,6 +69,56 @@ func TestServeHoldsSteady(t *testing.T) {
 	}
 	if rss[1] > rss[0]+16<<10 {
 		t.Errorf("RSS grew from %d KiB to %d KiB over %d calls", rss[0], rss[1], calls-100)
+	}
+}
+
+// sbx serve launches each call's sandbox ahead: its first call (the
+// sandbox launched at start-up) and the next (launched after the first
+// ended) are warm, and answer as a cold `sbx tool` does.
+func TestServeCallsAreWarm(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "serve", "--debug")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(outPipe)
+	const call = `{"type":"tool_use","id":"w","name":"Bash","input":{"command":"echo out; echo err >&2; exit 3"}}`
+	var results []string
+	for range 2 {
+		time.Sleep(300 * time.Millisecond) // the caller thinks
+		fmt.Fprintln(in, call)
+		if !out.Scan() {
+			t.Fatalf("no result: %s", stderr.String())
+		}
+		results = append(results, out.Text())
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve: %v: %s", err, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "warm sandbox taken"); n != 2 {
+		t.Errorf("%d warm calls of 2:\n%s", n, stderr.String())
+	}
+	cold := e.sbxIn(strings.NewReader(call), "tool")
+	for _, r := range results {
+		if r+"\n" != cold.stdout {
+			t.Errorf("warm %s, cold %s", r, cold.stdout)
+		}
+	}
+	if runs, _ := os.ReadDir(e.home + "/.local/state/sbx/runs"); len(runs) != 0 {
+		t.Errorf("serve left runs behind: %v", runs)
 	}
 }
 

@@ -442,12 +442,15 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // launched is a sandbox whose init has been started and waits for its
 // spec (the command) on fd 3.
 type launched struct {
-	fds       *childFDs
-	cmd       *exec.Cmd
-	tx        *txCtl
-	bwrapOut  *bytes.Buffer
-	exited    <-chan error
-	txRep     chan *TxReport
+	fds    *childFDs
+	cmd    *exec.Cmd
+	tx     *txCtl
+	out    *helperOut
+	exited <-chan error
+	txRep  chan *TxReport
+	trace  *pipeline.Trace
+	// rep is the helper's report, once finished has delivered.
+	rep       *TxReport
 	target    *sandboxPID
 	initState <-chan initState
 	// call takes the command for the init (closed: none).
@@ -468,13 +471,13 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 		return nil, err
 	}
 	l := &launched{fds: fds, target: newSandboxPID(), call: make(chan []byte, 1)}
-	cmd, tx, bwrapOut, err := r.helperCmd(r.bwrap, r.exe, plan, fds)
+	cmd, tx, out, err := r.helperCmd(r.bwrap, r.exe, plan, fds)
 	if err != nil {
 		fds.closeChildEnds()
 		l.release()
 		return nil, err
 	}
-	l.cmd, l.tx, l.bwrapOut = cmd, tx, bwrapOut
+	l.cmd, l.tx, l.out = cmd, tx, out
 	r.trace.Mark("sbx: helper's command prepared")
 	l.exited, err = startOnLockedThread(cmd)
 	fds.closeChildEnds()
@@ -538,12 +541,13 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 	if s != nil {
 		sv.Timeout = s.Timeout
 	}
-	waitErr, timedOut, ctxErr := sv.Supervise(ctx, l.exited)
-	r.trace.Mark("sbx: helper exited")
+	l.trace = r.trace
+	waitErr, timedOut, ctxErr := sv.Supervise(ctx, l.finished())
+	r.trace.Mark("sbx: helper done (report and output in)")
 	r.res.TimedOut = timedOut
 	l.fds.waitCopies()
 	st := <-l.initState
-	r.txRep = <-l.txRep
+	r.txRep = l.rep
 	if r.txRep != nil {
 		r.trace.Add(r.txRep.Stamps...)
 	}
@@ -551,7 +555,55 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 		return ctxErr
 	}
 	r.tmpFull = st.tmpFull
-	return r.finish(waitErr, st.ran, cmd, l.bwrapOut.String())
+	status, known := l.status()
+	return r.finish(waitErr, st.ran, status, known, l.out.buf.String())
+}
+
+// finished delivers once sbx is done with the helper: its report, which
+// says bubblewrap's status (so the sandbox is gone and the merge made),
+// and the end of its output came, or it exited. The helper's own exit
+// goes on in the background (the exit channel reaps it).
+func (l *launched) finished() <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		select {
+		case rep := <-l.txRep:
+			l.rep = rep
+			if rep != nil && rep.Status != nil {
+				l.trace.Mark("sbx: report received")
+				<-l.out.done
+				done <- nil
+				return
+			}
+			err := <-l.exited
+			<-l.out.done
+			done <- err
+		case err := <-l.exited:
+			l.rep = <-l.txRep // the helper is gone: the report, or nil, is there
+			<-l.out.done
+			done <- err
+		}
+	}()
+	return done
+}
+
+// status is the command's exit status: from the helper's report, or from
+// the helper's own exit.
+func (l *launched) status() (int, bool) {
+	if l.rep != nil && l.rep.Status != nil {
+		return *l.rep.Status, true
+	}
+	if st := l.cmd.ProcessState; st != nil {
+		return pipeline.ExitStatus(st), true
+	}
+	return 0, false
+}
+
+// helperOut is the helper's (and bubblewrap's) stdout and stderr: done is
+// closed at its end.
+type helperOut struct {
+	buf  bytes.Buffer
+	done chan struct{}
 }
 
 // writeMasked writes each masked file's content into the run directory
@@ -617,7 +669,7 @@ func (r *run) callSpec(s *pipeline.Spec) InitCall {
 // helperCmd prepares the transaction helper's process: bubblewrap's argv
 // (and the fallback's), the transaction spec recorded in the run
 // directory, and the descriptor table of initspec.go.
-func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd, *txCtl, *bytes.Buffer, error) {
+func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd, *txCtl, *helperOut, error) {
 	extra := fds.table()
 	args := BwrapArgs(plan, BwrapOptions{InfoFD: infoFD}, []string{exe, InitArg})
 	r.trace.Printf("bubblewrap: %s", shellQuote(append([]string{bwrap}, args...)))
@@ -636,19 +688,31 @@ func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd,
 		return nil, nil, nil, err
 	}
 	fds.later = append(fds.later, tx.child)
-	var out bytes.Buffer
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		tx.parent.Close()
+		return nil, nil, nil, err
+	}
+	fds.later = append(fds.later, pw)
+	out := &helperOut{done: make(chan struct{})}
+	go func() {
+		defer close(out.done)
+		defer pr.Close()
+		io.Copy(&out.buf, io.LimitReader(pr, 1<<20))
+		io.Copy(io.Discard, pr)
+	}()
 	cmd := &exec.Cmd{
 		Path:        exe,
 		Args:        tx.argv,
 		Env:         txEnv(),
 		Dir:         "/",
-		Stdout:      &out,
-		Stderr:      &out,
+		Stdout:      pw,
+		Stderr:      pw,
 		ExtraFiles:  append(extra, tx.child),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	txSysProcAttr(cmd.SysProcAttr)
-	return cmd, tx, &out, nil
+	return cmd, tx, out, nil
 }
 
 // startOnLockedThread starts cmd, and waits for it, from one goroutine
@@ -673,29 +737,24 @@ func startOnLockedThread(cmd *exec.Cmd) (<-chan error, error) {
 // finish turns bubblewrap's exit into a result. bwrap exits with the init's
 // status, which is the command's; a bwrap that never started the init is a
 // setup failure, reported as an error with bwrap's own message.
-func (r *run) finish(waitErr error, initRan bool, cmd *exec.Cmd, bwrapOut string) error {
+func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapOut string) error {
 	if r.cgErr != nil {
 		return fmt.Errorf("%w: the command could not join its cgroup: %v", pipeline.ErrUnavailable, r.cgErr)
 	}
 	if err := r.txResult(); err != nil {
 		return err
 	}
-	st := cmd.ProcessState
-	if st == nil {
+	if !known {
 		return fmt.Errorf("linux: bubblewrap: %w", waitErr)
 	}
 	if !initRan && !r.res.TimedOut {
 		msg := bytes.TrimSpace([]byte(bwrapOut))
 		if len(msg) == 0 {
-			msg = []byte(st.String())
+			msg = []byte(fmt.Sprintf("exit status %d", status))
 		}
 		return fmt.Errorf("%w: bubblewrap could not build the sandbox: %s", pipeline.ErrUnavailable, msg)
 	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		r.res.ExitCode = 128 + int(ws.Signal())
-	} else {
-		r.res.ExitCode = st.ExitCode()
-	}
+	r.res.ExitCode = status
 	if r.cgWarn != "" {
 		r.res.Warnings = append(r.res.Warnings, r.cgWarn)
 	} else if r.cg != nil {

@@ -73,8 +73,6 @@ type TxSpec struct {
 	Probe bool `json:"probe,omitempty"`
 	// Recover finishes the merge of a run whose helper was killed.
 	Recover bool `json:"recover,omitempty"`
-	// Trace makes the helper report when each of its phases ended.
-	Trace bool `json:"trace,omitempty"`
 }
 
 // TxReport is what the helper writes on its control descriptor, and to
@@ -91,16 +89,16 @@ type TxReport struct {
 	Merge MergeReport `json:"merge"`
 	// Warnings are problems that did not stop the run.
 	Warnings []string `json:"warnings,omitempty"`
-	// Stamps are when the helper's phases ended (TxSpec.Trace).
+	// Stamps are when the helper's phases ended (for --debug).
 	Stamps []pipeline.Stamp `json:"stamps,omitempty"`
+	// Status is bubblewrap's exit status (the command's), once bubblewrap
+	// has exited: the helper exits with it after the report.
+	Status *int `json:"status,omitempty"`
 }
 
-// stamp records that the helper's phase name ended at t, when the spec
-// asks for a trace.
-func (rep *TxReport) stamp(spec *TxSpec, name string, t time.Time) {
-	if spec.Trace {
-		rep.Stamps = append(rep.Stamps, pipeline.Stamp{Name: "helper: " + name, Time: t.UnixNano()})
-	}
+// stamp records that the helper's phase name ended at t.
+func (rep *TxReport) stamp(_ *TxSpec, name string, t time.Time) {
+	rep.Stamps = append(rep.Stamps, pipeline.Stamp{Name: "helper: " + name, Time: t.UnixNano()})
 }
 
 // TxHelper is the helper's main; it returns bubblewrap's exit status
@@ -145,6 +143,12 @@ func TxHelper(args []string) int {
 	rep.stamp(&spec, "spec read", read)
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
 		fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
+	}
+	// sbx is done with the helper once it has the report and the end of
+	// the helper's output: the rest of the exit is the helper's own.
+	if null, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		unix.Dup3(null, 1, 0)
+		unix.Dup3(null, 2, 0)
 	}
 	return status
 }
@@ -195,6 +199,7 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0)
 	rep.stamp(spec, "capabilities cleared", time.Now())
 	status := runBwrap(spec)
+	rep.Status = &status
 	rep.stamp(spec, "bubblewrap exited", time.Now())
 	if t.budget {
 		var st unix.Statfs_t

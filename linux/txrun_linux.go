@@ -57,7 +57,6 @@ func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
 		Policy:     r.spec.FS,
 		Discard:    r.spec.Discard,
 		BestEffort: r.spec.Limits.BestEffort,
-		Trace:      r.trace != nil,
 	}
 	saved := spec
 	saved.BwrapArgs, saved.Bwrap = nil, ""

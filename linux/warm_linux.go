@@ -86,6 +86,10 @@ func samePolicy(a, b *pipeline.Spec) bool {
 	return reflect.DeepEqual(x, y)
 }
 
+// Prewarm launches a warm sandbox for a first Run with the policy of s,
+// if Warm is set and none is waiting.
+func (e *Executor) Prewarm(s *pipeline.Spec) { e.refill(s) }
+
 // refill launches the next warm sandbox in the background, after a call
 // with spec s has ended.
 func (e *Executor) refill(s *pipeline.Spec) {

@@ -317,6 +317,17 @@ func (r *Runner) approve(call *Call) {
 	r.mu.Unlock()
 }
 
+// BashSpec is the sandbox spec of a Bash call running command (with no
+// timeout: the call sets it).
+func (r *Runner) BashSpec(command string) *Spec {
+	shell := "/bin/bash"
+	if _, err := os.Stat(shell); err != nil {
+		shell = "/bin/sh"
+	}
+	return &Spec{Argv: []string{shell, "-c", command}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Limits: r.Limits.Limits, Discard: r.Discard,
+		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles}
+}
+
 func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResult {
 	timeout := DefaultBashTimeout
 	if r.Limits.Timeout > 0 {
@@ -331,15 +342,11 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 			timeout = min(time.Duration(ms)*time.Millisecond, MaxBashTimeout)
 		}
 	}
-	shell := "/bin/bash"
-	if _, err := os.Stat(shell); err != nil {
-		shell = "/bin/sh"
-	}
 	// Head and tail of each stream, as Claude Code keeps them: a summary
 	// or a final error is at the end.
 	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
-	spec := &Spec{Argv: []string{shell, "-c", call.command()}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Timeout: timeout, Limits: r.Limits.Limits, Discard: r.Discard,
-		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles}
+	spec := r.BashSpec(call.command())
+	spec.Timeout = timeout
 	if !v.Sandboxed {
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
 	}

@@ -25,8 +25,16 @@ func (s *Session) Tool(ctx context.Context, toolUse []byte) *pipeline.ToolResult
 
 // Prepare compiles the policy and builds the executor now rather than on
 // the first command, so a long-lived server fails at start-up instead of
-// on its first call.
+// on its first call. With Options.Warm, the first call's sandbox is
+// launched too.
 func (s *Session) Prepare() error {
-	_, err := s.prepare()
+	sb, err := s.prepare()
+	if err == nil && s.opts.Warm {
+		if w, ok := sb.closer.(interface{ Prewarm(*pipeline.Spec) }); ok {
+			// The first Bash call's sandbox, launched while the caller
+			// gets ready.
+			w.Prewarm(sb.runner.BashSpec(""))
+		}
+	}
 	return err
 }

@@ -21,6 +21,7 @@ type toolFlags struct {
 	audit  string
 	limits pipeline.LimitFlags
 	tx     txFlags
+	debug  bool
 }
 
 // flags is the flag set of sbx tool, serve and mcp, bound to t.
@@ -30,6 +31,9 @@ func (t *toolFlags) flags(name string) *pflag.FlagSet {
 	f.StringVar(&t.output, "output", "result", "`FORMAT`: result (the tool_result) or structured (plus stdout, stderr, exit code, the decision trail)")
 	f.StringVar(&t.audit, "audit", "", "append every decision (gate, run, network, refused changes, limits) to `FILE` as JSON Lines")
 	registerLimits(f, &t.limits, false)
+	if name != "mcp" {
+		f.BoolVar(&t.debug, "debug", false, "print on stderr, for each call, the bubblewrap command line and how long each phase of the start-up took")
+	}
 	registerTx(f, &t.tx)
 	return f
 }
@@ -99,7 +103,7 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		return 0, err
 	}
 	defer s.Close()
-	res := s.Tool(context.Background(), raw)
+	res := t.call(s, raw, stderr)
 	if err := writeResult(stdout, res, t.output == "structured"); err != nil {
 		return exitSbxError, err
 	}
@@ -107,6 +111,19 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		return 1, nil // the error result says why; nothing was run
 	}
 	return 0, nil
+}
+
+// call runs one tool_use, traced on stderr with --debug.
+func (t *toolFlags) call(s *session.Session, raw []byte, stderr io.Writer) *pipeline.ToolResult {
+	ctx := context.Background()
+	var tr *pipeline.Trace
+	if t.debug {
+		tr = pipeline.NewTrace(stderr)
+		ctx = pipeline.WithTrace(ctx, tr)
+	}
+	res := s.Tool(ctx, raw)
+	tr.Report()
+	return res
 }
 
 // maxLine bounds one tool_use (sbx tool's stdin, a line of sbx serve).
@@ -148,7 +165,7 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		case len(bytes.TrimSpace(line)) == 0:
 			continue
 		default:
-			res = s.Tool(context.Background(), line)
+			res = t.call(s, line, stderr)
 		}
 		if err := writeResult(w, res, t.output == "structured"); err != nil {
 			return exitSbxError, err

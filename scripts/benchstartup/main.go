@@ -8,7 +8,12 @@
 // file appended to, git commit in a 10,000-file repository), each against
 // the same command with the workspace bound read-write by bubblewrap.
 //
-// Usage: go run ./scripts/benchstartup -sbx bin/sbx [-srt PATH -srt-settings FILE] [-n 30] [-tx 10]
+// It also breaks `sbx run -- true` down by phase (-phases N, from `sbx run
+// --debug`) and measures a Bash tool call through a long-lived `sbx serve`
+// (warm sandboxes) and through `sbx tool` (cold) against raw bubblewrap
+// (-calls N).
+//
+// Usage: go run ./scripts/benchstartup -sbx bin/sbx [-srt PATH -srt-settings FILE] [-n 30] [-tx 10] [-phases 15] [-calls 20]
 package main
 
 import (
@@ -36,6 +41,8 @@ func main() {
 	srtSkip := flag.String("srt-skip", "", "why srt is skipped, for the report")
 	txRuns := flag.Int("tx", 0, "also run the transactional-writes workloads this many times each (0: skip), in a scratch directory under -tx-dir")
 	txDir := flag.String("tx-dir", os.TempDir(), "where to build the transactional-writes workspaces")
+	calls := flag.Int("calls", 20, "also measure this many Bash tool calls through sbx serve (warm) and sbx tool (cold) (0: skip)")
+	phases := flag.Int("phases", 15, "also break `sbx run -- true` down by phase over this many runs (0: skip)")
 	flag.Parse()
 	if *n < 20 {
 		*n = 20
@@ -129,6 +136,18 @@ func main() {
 	}
 	if d, ok := med[6]; ok {
 		fmt.Printf("sbx with a disk budget / sbx: %.2f×\n", ratio(d, med[3]))
+	}
+	if *phases > 0 {
+		if err := runPhaseBench(*sbx, *phases); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	if *calls > 0 {
+		if err := runCallBench(*sbx, *calls, 150*time.Millisecond); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	if *txRuns > 0 {
 		dir, err := os.MkdirTemp(*txDir, "sbx-bench-tx-")

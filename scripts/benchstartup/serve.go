@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runCallBench measures one Bash tool call (`true`) three ways, interleaved
+// in one run: through a long-lived `sbx serve` (its sandboxes launched
+// while the caller thinks), through `sbx tool` (one process and one cold
+// sandbox per call), and raw bubblewrap. Each serve call comes after a
+// pause (the caller "thinking"), as an agent's calls do.
+func runCallBench(sbx string, n int, think time.Duration) error {
+	serve := exec.Command(sbx, "serve")
+	in, err := serve.StdinPipe()
+	if err != nil {
+		return err
+	}
+	outPipe, err := serve.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		in.Close()
+		serve.Wait()
+	}()
+	out := bufio.NewReader(outPipe)
+	call := func(id int) (time.Duration, error) {
+		line := fmt.Sprintf(`{"type":"tool_use","id":"b%d","name":"Bash","input":{"command":"true"}}`+"\n", id)
+		start := time.Now()
+		if _, err := io.WriteString(in, line); err != nil {
+			return 0, err
+		}
+		res, err := out.ReadString('\n')
+		d := time.Since(start)
+		if err != nil || strings.Contains(res, `"is_error":true`) {
+			return 0, fmt.Errorf("serve call: %v %s", err, res)
+		}
+		return d, nil
+	}
+	tool := func(id int) (time.Duration, error) {
+		cmd := exec.Command(sbx, "tool")
+		cmd.Stdin = strings.NewReader(fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":"Bash","input":{"command":"true"}}`, id))
+		start := time.Now()
+		b, err := cmd.Output()
+		if err != nil || strings.Contains(string(b), `"is_error":true`) {
+			return 0, fmt.Errorf("sbx tool: %v %s", err, b)
+		}
+		return time.Since(start), nil
+	}
+	bwrap := func(int) (time.Duration, error) {
+		start := time.Now()
+		err := exec.Command("bwrap", "--ro-bind", "/", "/", "true").Run()
+		return time.Since(start), err
+	}
+	var first time.Duration
+	if first, err = call(0); err != nil {
+		return err
+	}
+	names := []string{"`sbx serve`, one call after the first (warm)", "`sbx tool`, one call (cold)", "`bwrap --ro-bind / / true`"}
+	fns := []func(int) (time.Duration, error){call, tool, bwrap}
+	times := make([][]time.Duration, len(fns))
+	for i := 1; i <= n; i++ {
+		for j, f := range fns {
+			time.Sleep(think)
+			d, err := f(i)
+			if err != nil {
+				return err
+			}
+			times[j] = append(times[j], d)
+		}
+	}
+	fmt.Printf("\nOne Bash tool call (`true`, the tool calls' default limits), %d interleaved calls each, %s pause before each\n\n", n, think)
+	fmt.Println("| path | median | p10 | p90 |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| `sbx serve`, its first call (cold) | %s | | |\n", ms(first))
+	med := make([]time.Duration, len(fns))
+	for j, ts := range times {
+		slices.Sort(ts)
+		q := func(f float64) time.Duration { return ts[int(f*float64(len(ts)-1))] }
+		med[j] = q(0.5)
+		fmt.Printf("| %s | %s | %s | %s |\n", names[j], ms(q(0.5)), ms(q(0.1)), ms(q(0.9)))
+	}
+	fmt.Printf("\nwarm serve call / raw bwrap: %.2f×; cold `sbx tool` / warm serve call: %.2f×\n", ratio(med[0], med[2]), ratio(med[1], med[0]))
+	return nil
+}
+
+// debugLine is one phase of `sbx run --debug`: "sbx: debug: T ms +D ms NAME".
+var debugLine = regexp.MustCompile(`^sbx: debug: +([0-9.]+) ms +\+([0-9.]+) ms  (.+)$`)
+
+// runPhaseBench runs `sbx run --debug -- true` n times and prints, per
+// phase, the median time it took (from the phase before it) and the
+// median time it ended at.
+func runPhaseBench(sbx string, n int) error {
+	type phase struct{ at, took []float64 }
+	phases := map[string]*phase{}
+	var total []float64
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(sbx, "run", "--debug", "--", "true")
+		cmd.Stdout = io.Discard
+		b, err := cmd.StderrPipe()
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		lines, _ := io.ReadAll(b)
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("sbx run --debug: %v\n%s", err, lines)
+		}
+		total = append(total, float64(time.Since(start).Microseconds())/1000)
+		for _, l := range strings.Split(string(lines), "\n") {
+			m := debugLine.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			p := phases[m[3]]
+			if p == nil {
+				p = &phase{}
+				phases[m[3]] = p
+			}
+			at, _ := strconv.ParseFloat(m[1], 64)
+			took, _ := strconv.ParseFloat(m[2], 64)
+			p.at, p.took = append(p.at, at), append(p.took, took)
+		}
+	}
+	names := make([]string, 0, len(phases))
+	for name := range phases {
+		names = append(names, name)
+	}
+	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	slices.SortFunc(names, func(a, b string) int {
+		return int(1000 * (median(phases[a].at) - median(phases[b].at)))
+	})
+	fmt.Printf("\nWhere `sbx run -- true` spends its time (`sbx run --debug`, median of %d runs; the process's own start before the first phase is not stamped)\n\n", n)
+	fmt.Println("| phase ended | took | at |")
+	fmt.Println("|---|---|---|")
+	for _, name := range names {
+		fmt.Printf("| %s | %.2f ms | %.2f ms |\n", strings.ReplaceAll(name, "|", "/"), median(phases[name].took), median(phases[name].at))
+	}
+	fmt.Printf("| whole process, as the caller sees it | | %.2f ms |\n", median(total))
+	return nil
+}
