@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Mode is what happens to a secret variable.
@@ -74,10 +75,10 @@ type Config struct {
 // namePattern marks secret-looking variable names.
 // (a word of its own, or a name ending in TOKEN, SECRET or PASSWORD:
 // APITOKEN).
-var namePattern = regexp.MustCompile(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PASS|PWD|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN|WEBHOOK)(S)?($|_)|(TOKEN|SECRET|PASSWORD|PASSWD)S?$`)
+var namePattern = lazyRegexp(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PASS|PWD|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN|WEBHOOK)(S)?($|_)|(TOKEN|SECRET|PASSWORD|PASSWD)S?$`)
 
 // locationSuffix marks names that hold where a secret is, not the secret.
-var locationSuffix = regexp.MustCompile(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|BUNDLE|REGION|ENDPOINT|ENDPOINT_URL|PROFILE)$`)
+var locationSuffix = lazyRegexp(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|BUNDLE|REGION|ENDPOINT|ENDPOINT_URL|PROFILE)$`)
 
 // secretNames are well-known secret variables.
 var secretNames = []string{"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
@@ -90,23 +91,34 @@ var notSecrets = []string{"PWD", "OLDPWD", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "A
 	"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "KEYTIMEOUT", "XAUTHORITY", "SBX_VICTIM"}
 
 // shapes are values that are secrets whatever their name, with how many
-// leading characters (the kind's prefix) a placeholder keeps.
-var shapes = []struct {
+// leading characters (the kind's prefix) a placeholder keeps. Compiled on
+// first use: every process of sbx (the sandbox's init too) starts with
+// this package, and most never look at a value.
+var shapes = sync.OnceValue(func() []shape {
+	return []shape{
+		{regexp.MustCompile(`^-----BEGIN [A-Z ]*PRIVATE KEY-----`), 0},
+		{regexp.MustCompile(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$`), 3},
+		{regexp.MustCompile(`^(AKIA|ASIA)[0-9A-Z]{16}$`), 4},
+		{regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{20,}$`), 11},
+		{regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}$`), 4},
+		{regexp.MustCompile(`^sk-ant-[A-Za-z0-9_-]{16,}$`), 7},
+		{regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}$`), 3},
+		{regexp.MustCompile(`^xox[abposr]-[A-Za-z0-9-]{10,}$`), 5},
+		{regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`), 6},
+		{regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), 4},
+		{regexp.MustCompile(`^hf_[A-Za-z0-9]{30,}$`), 3},
+		{regexp.MustCompile(`^[rsp]k_(live|test)_[A-Za-z0-9]{10,}$`), 8},
+	}
+})
+
+type shape struct {
 	re   *regexp.Regexp
 	keep int
-}{
-	{regexp.MustCompile(`^-----BEGIN [A-Z ]*PRIVATE KEY-----`), 0},
-	{regexp.MustCompile(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$`), 3},
-	{regexp.MustCompile(`^(AKIA|ASIA)[0-9A-Z]{16}$`), 4},
-	{regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{20,}$`), 11},
-	{regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}$`), 4},
-	{regexp.MustCompile(`^sk-ant-[A-Za-z0-9_-]{16,}$`), 7},
-	{regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}$`), 3},
-	{regexp.MustCompile(`^xox[abposr]-[A-Za-z0-9-]{10,}$`), 5},
-	{regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`), 6},
-	{regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), 4},
-	{regexp.MustCompile(`^hf_[A-Za-z0-9]{30,}$`), 3},
-	{regexp.MustCompile(`^[rsp]k_(live|test)_[A-Za-z0-9]{10,}$`), 8},
+}
+
+// lazyRegexp compiles expr on first use.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
 
 // defaultHosts binds well-known tokens to the hosts they are for.
@@ -127,7 +139,7 @@ func Classify(name, value string, extra []*regexp.Regexp) bool {
 	if slices.Contains(secretNames, upper) {
 		return true
 	}
-	if (strings.HasPrefix(upper, "AWS_") || namePattern.MatchString(upper)) && !locationSuffix.MatchString(upper) {
+	if (strings.HasPrefix(upper, "AWS_") || namePattern().MatchString(upper)) && !locationSuffix().MatchString(upper) {
 		return true
 	}
 	for _, re := range extra {
@@ -135,7 +147,7 @@ func Classify(name, value string, extra []*regexp.Regexp) bool {
 			return true
 		}
 	}
-	for _, s := range shapes {
+	for _, s := range shapes() {
 		if s.re.MatchString(value) {
 			return true
 		}
@@ -219,7 +231,7 @@ func randFrom(set string) (byte, error) {
 // class, punctuation is kept. It never equals v.
 func Placeholder(v string) (string, error) {
 	prefix := ""
-	for _, s := range shapes {
+	for _, s := range shapes() {
 		if s.re.MatchString(v) {
 			prefix = v[:s.keep]
 			break

@@ -103,7 +103,7 @@ type Runner struct {
 	approved []string // commands approved for the session
 }
 
-var idPattern = regexp.MustCompile(`"id"\s*:\s*"([A-Za-z0-9_\-]{1,200})"`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"id"\s*:\s*"([A-Za-z0-9_\-]{1,200})"`) })
 
 // executable are the tools sbx runs itself: Bash in the sandbox; Read on
 // the host, after the gate (Claude Code's Read is not sandboxed either).
@@ -125,7 +125,7 @@ func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
 	if err := json.Unmarshal(raw, &tu); err != nil {
 		// Pair the error with the id if it can be read at all.
 		id := ""
-		if m := idPattern.FindSubmatch(raw); m != nil {
+		if m := idPattern().FindSubmatch(raw); m != nil {
 			id = string(m[1])
 		}
 		return invalid(id, "the tool_use is not valid JSON: "+err.Error())

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -29,12 +30,14 @@ type ClaudeCall struct {
 // claudeCallRE matches the end Claude Code puts on every Bash call. The
 // model's command sits inside the quoted eval before it, so the tail, and
 // the file it names, are Claude Code's own.
-var claudeCallRE = regexp.MustCompile(`(?s)\A(.+) && pwd -P >\| (/[^\s'"\\;&|<>$` + "`" + `]*/claude-[0-9a-f]{1,64}-cwd)\z`)
+var claudeCallRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?s)\A(.+) && pwd -P >\| (/[^\s'"\\;&|<>$` + "`" + `]*/claude-[0-9a-f]{1,64}-cwd)\z`)
+})
 
 // ParseClaudeCall recognises a Bash tool call of Claude Code; ok is false
 // for anything else (a hook command, an MCP server).
 func ParseClaudeCall(s string) (c ClaudeCall, ok bool) {
-	m := claudeCallRE.FindStringSubmatch(s)
+	m := claudeCallRE().FindStringSubmatch(s)
 	if m == nil || !strings.Contains(m[1], "eval ") {
 		return ClaudeCall{}, false
 	}

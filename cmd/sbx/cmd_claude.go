@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -121,11 +122,11 @@ type notices struct {
 	dir string
 }
 
-var sessionIDRE = regexp.MustCompile(`\A[A-Za-z0-9-]{1,64}\z`)
+var sessionIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\A[A-Za-z0-9-]{1,64}\z`) })
 
 func newNotices(w io.Writer) *notices {
 	n := &notices{w: w}
-	if id := os.Getenv("CLAUDE_CODE_SESSION_ID"); sessionIDRE.MatchString(id) {
+	if id := os.Getenv("CLAUDE_CODE_SESSION_ID"); sessionIDRE().MatchString(id) {
 		if home, err := os.UserHomeDir(); err == nil {
 			n.dir = filepath.Join(pipeline.StateDir(os.Getenv, home), "claude-notices", id)
 		}
