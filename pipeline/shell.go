@@ -203,6 +203,16 @@ func src(cmd string, n syntax.Node) string {
 	return cmd[s:e]
 }
 
+// hasSubst reports whether ce holds a command or process substitution;
+// text without '$', '`', '<' or '>' cannot.
+func (sp *splitter) hasSubst(ce *syntax.CallExpr) bool {
+	if start, end := int(ce.Pos().Offset()), int(ce.End().Offset()); start <= end && end <= len(sp.src) &&
+		!strings.ContainsAny(sp.src[start:end], "$`<>") {
+		return false
+	}
+	return hasSubst(ce)
+}
+
 func hasSubst(n syntax.Node) bool {
 	found := false
 	syntax.Walk(n, func(n syntax.Node) bool {

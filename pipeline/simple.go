@@ -78,25 +78,33 @@ func progName(arg string) (name string, system bool) {
 }
 
 func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCommand {
-	sc := SimpleCommand{Redirects: sp.redirects(rs), Dynamic: hasSubst(ce), Dirs: sp.dirs, UnsafeEnv: sp.tainted}
+	sc := SimpleCommand{Redirects: sp.redirects(rs), Dynamic: sp.hasSubst(ce), Dirs: sp.dirs, UnsafeEnv: sp.tainted}
 	// Words that expand to nothing ({,}) vanish, as in bash.
-	var words []Word
-	var first []string // each word's first value
-	var args []*syntax.Word
+	n := len(ce.Args)
+	words := make([]Word, 0, n)
+	first := make([]string, 0, n) // each word's first value
+	args := make([]*syntax.Word, 0, n)
 	for _, w := range ce.Args {
+		if v, ok := plainWord(w); ok {
+			// The common case, without an allocation: the value is
+			// first's, which only grows.
+			first, args = append(first, v), append(args, w)
+			words = append(words, Word{Values: first[len(first)-1 : len(first) : len(first)]})
+			continue
+		}
 		ew := expandWord(w, sp.home, sp.dir())
 		// Each value of a brace expansion is an argument of its own:
 		// {rm,ls} -rf ~ runs rm.
-		for _, v := range ew.Values {
-			words = append(words, Word{Values: []string{v}, Dynamic: ew.Dynamic, Glob: ew.Glob})
+		for i, v := range ew.Values {
+			words = append(words, Word{Values: ew.Values[i : i+1 : i+1], Dynamic: ew.Dynamic, Glob: ew.Glob})
 			first, args = append(first, v), append(args, w)
 		}
 	}
 	start := sp.stripWrappers(&sc, words, first)
 	wargs := args[start:]
 	sc.Words = words[start:]
-	for _, w := range sc.Words {
-		sc.Args = append(sc.Args, w.Values...)
+	if start < len(first) {
+		sc.Args = first[start:len(first):len(first)]
 	}
 	if len(wargs) > 0 {
 		sc.Text = sp.src[wargs[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
@@ -160,20 +168,30 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 // norm joins the expanded words with single spaces, the program by its
 // base name; a dynamic word stays as written.
 func norm(words []Word, raw []*syntax.Word, source string) string {
-	var parts []string
+	var b strings.Builder
+	add := func(s string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+	}
 	for i, w := range words {
 		switch {
 		case w.Dynamic:
-			parts = append(parts, src(source, raw[i]))
+			add(src(source, raw[i]))
 		case i == 0:
 			name, _ := progName(w.Values[0])
-			parts = append(parts, name)
-			parts = append(parts, w.Values[1:]...)
+			add(name)
+			for _, v := range w.Values[1:] {
+				add(v)
+			}
 		default:
-			parts = append(parts, w.Values...)
+			for _, v := range w.Values {
+				add(v)
+			}
 		}
 	}
-	return strings.Join(parts, " ")
+	return b.String()
 }
 
 // shellString adds the commands of sh -c 'STRING' (and bash, zsh …) as

@@ -58,6 +58,11 @@ func expandWord(w *syntax.Word, home, cwd string) Word {
 	if v, ok := plainWord(w); ok {
 		return Word{Values: []string{v}}
 	}
+	return expandDynamic(w, home, cwd)
+}
+
+// expandDynamic is expandWord for a word that is not plain.
+func expandDynamic(w *syntax.Word, home, cwd string) Word {
 	var out Word
 	dynamic := false
 	cfg := &expand.Config{
