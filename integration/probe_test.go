@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,12 +13,19 @@ import (
 func TestProbes(t *testing.T) {
 	requireSandbox(t)
 	requireCurl(t)
-	results, err := RunProbes(context.Background(), sbxBin, nil)
+	var progress []string
+	results, err := RunProbesProgress(context.Background(), sbxBin, nil, func(i, n int, r *ProbeResult) {
+		progress = append(progress, fmt.Sprintf("%d/%d %s", i, n, r.Name))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(results) != len(Probes()) {
 		t.Fatalf("%d results for %d probes", len(results), len(Probes()))
+	}
+	// sbx probe says, on a terminal, where it is as each probe ends.
+	if want := fmt.Sprintf("%d/%d %s", len(results), len(results), results[len(results)-1].Name); len(progress) != len(results) || progress[len(progress)-1] != want {
+		t.Errorf("progress %v, want %d steps ending %q", progress, len(results), want)
 	}
 	for _, r := range results {
 		want := StatusPass

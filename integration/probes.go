@@ -87,11 +87,20 @@ func Probes() []Probe {
 // RunProbes runs the named probes (all when names is empty), each in its
 // own temporary folder, removed afterwards.
 func RunProbes(ctx context.Context, sbx string, names []string) ([]*ProbeResult, error) {
+	return RunProbesProgress(ctx, sbx, names, nil)
+}
+
+// RunProbesProgress is RunProbes that calls done (when not nil) as each
+// probe ends: its number from 1, how many run, and its result.
+func RunProbesProgress(ctx context.Context, sbx string, names []string, done func(i, n int, r *ProbeResult)) ([]*ProbeResult, error) {
 	var out []*ProbeResult
+	var run []Probe
 	for _, pr := range Probes() {
-		if len(names) > 0 && !contains(names, pr.Name) {
-			continue
+		if len(names) == 0 || contains(names, pr.Name) {
+			run = append(run, pr)
 		}
+	}
+	for _, pr := range run {
 		root, err := os.MkdirTemp("", "sbx-probe-")
 		if err != nil {
 			return nil, err
@@ -113,6 +122,9 @@ func RunProbes(ctx context.Context, sbx string, names []string) ([]*ProbeResult,
 		}
 		os.RemoveAll(root)
 		out = append(out, res)
+		if done != nil {
+			done(len(out), len(run), res)
+		}
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbx-sandbox/sbx/integration"
+	"github.com/sbx-sandbox/sbx/session"
 )
 
 // cmdProbe runs the enforcement probes through the real pipeline and
@@ -38,7 +39,14 @@ func cmdProbe(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitSbxError, err
 	}
-	results, err := integration.RunProbes(context.Background(), exe, *only)
+	var progress func(i, n int, r *integration.ProbeResult)
+	if session.IsTerminal(stderr) {
+		// The probes take seconds: say where they are.
+		progress = func(i, n int, r *integration.ProbeResult) {
+			fmt.Fprintf(stderr, "sbx: probe %d/%d %s: %s\n", i, n, r.Name, r.Status)
+		}
+	}
+	results, err := integration.RunProbesProgress(context.Background(), exe, *only, progress)
 	if err != nil {
 		return exitSbxError, err
 	}
