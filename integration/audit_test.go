@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -114,12 +115,19 @@ func TestPrintPolicy(t *testing.T) {
 		Limits      map[string]any
 		Secrets     []map[string]any
 		MaskedFiles []string `json:"maskedFiles"`
+		Filesystem  struct {
+			DenyWrite, AllowRead []any
+			ProtectedFiles       []string `json:"protectedFiles"`
+			ProtectedDirs        []string `json:"protectedDirs"`
+		}
 	}
 	if err := json.Unmarshal(out, &p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Network.Rules.Allow == nil || p.Network.Rules.Deny == nil || p.Network.Strict == nil || p.MaskedFiles == nil ||
-		p.Limits["maxProcs"] != float64(64) || len(p.Secrets) != 1 || p.Secrets[0]["name"] != "GITHUB_TOKEN" {
+		p.Limits["maxProcs"] != float64(64) || len(p.Secrets) != 1 || p.Secrets[0]["name"] != "GITHUB_TOKEN" ||
+		p.Filesystem.DenyWrite == nil || p.Filesystem.AllowRead == nil ||
+		!slices.Contains(p.Filesystem.ProtectedFiles, ".bashrc") || !slices.Contains(p.Filesystem.ProtectedDirs, ".vscode") {
 		t.Errorf("policy: %s", out)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -241,7 +242,10 @@ func (s *Session) Check(ctx context.Context, tool string, input json.RawMessage)
 
 // Policy is the compiled sandbox policy of a session.
 type Policy struct {
-	FS      *fsrules.Policy     `json:"filesystem"`
+	// FS is the filesystem policy with every list ([] when empty) and the
+	// names protected in every writable root (protectedFiles,
+	// protectedDirs).
+	FS      map[string]any      `json:"filesystem"`
 	Net     *pipeline.NetPolicy `json:"network"`
 	Limits  auditLimits         `json:"limits"`
 	Timeout int64               `json:"timeoutMs"`
@@ -259,7 +263,11 @@ func (s *Session) Policy() (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{FS: sb.fs, Net: sb.net, Limits: limitsOf(sb.limits.Limits), Timeout: sb.limits.Timeout.Milliseconds(),
+	fs, err := fsView(sb.fs)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{FS: fs, Net: sb.net, Limits: limitsOf(sb.limits.Limits), Timeout: sb.limits.Timeout.Milliseconds(),
 		Secrets: append([]*creds.Secret{}, sb.secrets...), MaskedFiles: []string{}}
 	for _, m := range sb.masked {
 		p.MaskedFiles = append(p.MaskedFiles, m.Path)
@@ -270,6 +278,30 @@ func (s *Session) Policy() (*Policy, error) {
 		p.Net = &pipeline.NetPolicy{Rules: &rules, Strict: p.Net.Strict}
 	}
 	return p, nil
+}
+
+// fsView is the filesystem policy as --print-policy shows it: its JSON
+// (which is also the transaction helper's, with empty lists left out)
+// with every list present, and the protected names added.
+func fsView(p *fsrules.Policy) (map[string]any, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(*p)
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Type.Kind() == reflect.Slice && name != "" && name != "-" && m[name] == nil {
+			m[name] = []any{}
+		}
+	}
+	m["protectedFiles"], m["protectedDirs"] = fsrules.ProtectedFiles(), fsrules.ProtectedDirs()
+	return m, nil
 }
 
 // MaskedSecrets names the environment variables kept from the sandbox and
