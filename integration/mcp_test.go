@@ -32,7 +32,7 @@ func mcpText(r *mcp.CallToolResult) string {
 // the gate, and closing the client leaves nothing running.
 func TestMCPServerWithGoClient(t *testing.T) {
 	e := newEnv(t)
-	e.write("../home/.config/sbx/settings.json", `{"permissions": {"deny": ["Bash(touch denied-by-rule)", "Read(//etc/shadow)"]}}`)
+	e.write("../home/.config/sbx/settings.json", `{"permissions": {"deny": ["Bash(touch denied-by-rule)", "Read(//etc/shadow)"], "ask": ["Bash(touch asked)"]}}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.Command(sbxBin, "mcp")
@@ -78,7 +78,11 @@ func TestMCPServerWithGoClient(t *testing.T) {
 	if !r.IsError || !strings.Contains(mcpText(r), "denied") {
 		t.Errorf("a denied command: %q", mcpText(r))
 	}
-	for _, p := range []string{outside, e.path("denied-by-rule")} {
+	// This client cannot be asked (no elicitation): an ask is denied.
+	if r, _ = bash("touch asked"); !r.IsError || !strings.Contains(mcpText(r), "cannot prompt") {
+		t.Errorf("an ask without elicitation: %q", mcpText(r))
+	}
+	for _, p := range []string{outside, e.path("denied-by-rule"), e.path("asked")} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s exists on the host", p)
 		}
@@ -136,5 +140,51 @@ func TestMCPServerWithInspector(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); err == nil {
 		t.Errorf("%s exists on the host", outside)
+	}
+}
+
+// An ask rule asks the MCP client's user (elicitation): the call runs only
+// when the user accepts with allow set; "for this session" is remembered;
+// a decline denies.
+func TestMCPAsksThroughElicitation(t *testing.T) {
+	e := newEnv(t)
+	e.write("../home/.config/sbx/settings.json", `{"permissions": {"ask": ["Bash(touch asked-*)"]}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var asked []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			msg := req.Params.Message
+			asked = append(asked, msg)
+			switch {
+			case strings.Contains(msg, "asked-yes"):
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
+			case strings.Contains(msg, "asked-session"):
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true, "forSession": true}}, nil
+			case strings.Contains(msg, "asked-false"):
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": false}}, nil
+			}
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+	})
+	cmd := exec.Command(sbxBin, "mcp")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, c := range []string{"touch asked-yes", "touch asked-no", "touch asked-false", "touch asked-session", "touch asked-session"} {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": c}}); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	for name, want := range map[string]bool{"asked-yes": true, "asked-no": false, "asked-false": false, "asked-session": true} {
+		if _, err := os.Stat(e.path(name)); (err == nil) != want {
+			t.Errorf("%s on the host: %v, want %v", name, err == nil, want)
+		}
+	}
+	if len(asked) != 4 || !strings.Contains(asked[0], `"touch asked-yes"`) {
+		t.Errorf("asked %d times (want 4: the session approval holds): %q", len(asked), asked)
 	}
 }

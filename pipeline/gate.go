@@ -412,7 +412,7 @@ func (g *Gate) resolveAsk(ctx context.Context, call *Call, reason, source string
 		trail("PermissionRequest hook allowed")
 		return DecisionAllow, req.reason, req.source, nil
 	}
-	if !g.Interactive {
+	if !g.Interactive && prompterFrom(ctx) == nil {
 		trail("no one can approve in this session")
 		return DecisionDeny, reason + "; approval was needed and this session cannot prompt", source, rule
 	}

@@ -281,11 +281,15 @@ func (r *Runner) decide(ctx context.Context, call *Call) (*Verdict, error) {
 	if err != nil || v.Decision != DecisionAsk {
 		return v, err
 	}
+	prompt := r.Prompt
+	if p := prompterFrom(ctx); p != nil {
+		prompt = p
+	}
 	switch {
 	case r.sessionApproved(call):
 		v.Decision, v.Reason, v.Source = DecisionAllow, "approved earlier in this session", "session"
-	case r.Prompt != nil:
-		allow, session := r.Prompt(call, v)
+	case prompt != nil:
+		allow, session := prompt(call, v)
 		if !allow {
 			v.Decision, v.Reason = DecisionDeny, v.Reason+"; refused at the prompt"
 			break
@@ -315,6 +319,20 @@ func (r *Runner) approve(call *Call) {
 	r.mu.Lock()
 	r.approved = append(r.approved, call.command())
 	r.mu.Unlock()
+}
+
+type prompterKey struct{}
+
+// WithPrompter returns a context whose calls' asks p answers, before
+// Runner.Prompt (a caller who can ask its own user, as an MCP client with
+// elicitation).
+func WithPrompter(ctx context.Context, p Prompter) context.Context {
+	return context.WithValue(ctx, prompterKey{}, p)
+}
+
+func prompterFrom(ctx context.Context) Prompter {
+	p, _ := ctx.Value(prompterKey{}).(Prompter)
+	return p
 }
 
 // BashSpec is the sandbox spec of a Bash call running command (with no

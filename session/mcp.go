@@ -2,8 +2,13 @@ package session
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,15 +51,32 @@ type BashResult struct {
 func (s *Session) MCPServer(version string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Version: version}, nil)
 	var ids atomic.Int64
-	call := func(ctx context.Context, tool string, in any) *pipeline.ToolResult {
+	key := make([]byte, 32)
+	rand.Read(key)
+	// call runs a tool use; when the gate asks and the client can ask its
+	// user (elicitation), nothing runs and the second result asks for
+	// that input: the client retries the call with the answer.
+	call := func(ctx context.Context, req *mcp.CallToolRequest, tool string, in any) (*pipeline.ToolResult, *mcp.CallToolResult) {
 		use, _ := json.Marshal(map[string]any{"type": "tool_use", "id": fmt.Sprintf("mcp_%d", ids.Add(1)), "name": tool, "input": in})
-		return s.Tool(ctx, use)
+		if !canElicit(req.Session) {
+			return s.Tool(ctx, use), nil
+		}
+		a := &approval{state: approvalState(key, tool, in)}
+		a.answer(req.Params)
+		res := s.Tool(pipeline.WithPrompter(ctx, a.prompt), use)
+		if a.ask != nil {
+			return nil, &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalKey: a.ask}, RequestState: a.state}
+		}
+		return res, nil
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "bash", Description: "Run a bash command in sbx's sandbox, in the workspace: " +
 		"the root file system is read-only, only the workspace (and allowed paths) are writable, the network goes " +
 		"through a proxy that allows only the configured hosts. The result says what the sandbox refused."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in BashArgs) (*mcp.CallToolResult, BashResult, error) {
-			res := call(ctx, "Bash", in)
+		func(ctx context.Context, req *mcp.CallToolRequest, in BashArgs) (*mcp.CallToolResult, BashResult, error) {
+			res, input := call(ctx, req, "Bash", in)
+			if input != nil {
+				return input, BashResult{}, nil
+			}
 			out := BashResult{ExitCode: -1, Result: res.Content}
 			if o := res.Output; o != nil {
 				out.ExitCode, out.Stdout, out.Stderr, out.Interrupted, out.Sandboxed = o.ExitCode, o.Stdout, o.Stderr, o.Interrupted, o.Sandboxed
@@ -62,10 +84,86 @@ func (s *Session) MCPServer(version string) *mcp.Server {
 			return textResult(res), out, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file (permission rules and hooks decide first)."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in ReadArgs) (*mcp.CallToolResult, any, error) {
-			return textResult(call(ctx, "Read", in)), nil, nil
+		func(ctx context.Context, req *mcp.CallToolRequest, in ReadArgs) (*mcp.CallToolResult, any, error) {
+			res, input := call(ctx, req, "Read", in)
+			if input != nil {
+				return input, nil, nil
+			}
+			return textResult(res), nil, nil
 		})
 	return srv
+}
+
+// approvalKey names sbx's one input request.
+const approvalKey = "sbx-approval"
+
+// approval is one MCP call's answer to an ask: taken from the retry of
+// the call (answered), or requested (ask) when the gate asks without one.
+type approval struct {
+	state                   string
+	answered, allow, always bool
+	ask                     *mcp.ElicitParams
+}
+
+// approvalState binds an answer to the call it was asked for (the tool
+// and its exact input), so a retry cannot carry it to another command.
+func approvalState(key []byte, tool string, in any) string {
+	b, _ := json.Marshal(in)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(tool + "\x00"))
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// answer takes the user's answer from a retried call, if it is one for
+// this very call.
+func (a *approval) answer(p *mcp.CallToolParamsRaw) {
+	if p == nil || p.RequestState == "" || !hmac.Equal([]byte(p.RequestState), []byte(a.state)) {
+		return
+	}
+	res, ok := p.InputResponses[approvalKey].(*mcp.ElicitResult)
+	if !ok {
+		return
+	}
+	a.answered = true
+	if res.Action == "accept" {
+		a.allow, _ = res.Content["allow"].(bool)
+		a.always, _ = res.Content["forSession"].(bool)
+	}
+}
+
+// prompt answers the gate's ask with the user's answer, or records the
+// question (and denies this round: nothing runs before the answer).
+func (a *approval) prompt(call *pipeline.Call, v *pipeline.Verdict) (bool, bool) {
+	if a.answered {
+		return a.allow, a.allow && a.always
+	}
+	what := call.Tool
+	if in := call.Summary(); in != "" {
+		what += " " + strconv.Quote(in) // no control character hides a part
+	}
+	a.ask = &mcp.ElicitParams{
+		Message: fmt.Sprintf("sbx asks before running %s\n(%s)", what, v.Reason),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"allow":      map[string]any{"type": "boolean", "title": "Allow this call"},
+				"forSession": map[string]any{"type": "boolean", "title": "Allow it for the rest of this session"},
+			},
+			"required": []string{"allow"},
+		},
+	}
+	return false, false
+}
+
+// canElicit reports whether the client can show its user a form.
+func canElicit(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	p := ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil &&
+		(p.Capabilities.Elicitation.Form != nil || p.Capabilities.Elicitation.URL == nil)
 }
 
 func textResult(res *pipeline.ToolResult) *mcp.CallToolResult {
