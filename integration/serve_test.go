@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -136,4 +137,39 @@ func rssKiB(pid int) int {
 		}
 	}
 	return 0
+}
+
+// SIGTERM ends sbx serve: a call under way is killed and still answered,
+// and the warm sandbox is thrown away (no run directory is left).
+func TestServeStopsOnSIGTERM(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "serve")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	time.Sleep(500 * time.Millisecond) // the warm sandbox is launched
+	fmt.Fprintln(in, `{"type":"tool_use","id":"s","name":"Bash","input":{"command":"sleep 30"}}`)
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	out := bufio.NewScanner(outPipe)
+	if !out.Scan() || !strings.Contains(out.Text(), `"tool_use_id":"s"`) || !strings.Contains(out.Text(), `"is_error":true`) {
+		t.Errorf("the call under way was not answered: %q", out.Text())
+	}
+	if err := cmd.Wait(); err != nil || time.Since(start) > 10*time.Second {
+		t.Errorf("serve after SIGTERM: %v after %s", err, time.Since(start))
+	}
+	if runs, _ := os.ReadDir(e.home + "/.local/state/sbx/runs"); len(runs) != 0 {
+		t.Errorf("runs left behind: %v", runs)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
@@ -103,5 +104,70 @@ for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -c 'sleep 
 	}
 	if out, _, warm = warmRun(t, ex, limited("echo after")); warm || out != "after\n" {
 		t.Errorf("after Close: warm=%v %q", warm, out)
+	}
+}
+
+// A warm sandbox starts from the host as it is when the call comes: the
+// host's edits made while it waited are its starting point, not
+// conflicts; a workspace renamed and made again, or a writable root that
+// is a single file (copied at the launch), makes the call start cold.
+func TestWarmSandboxFollowsTheHost(t *testing.T) {
+	e := newEnv(t)
+	ex := e.executor()
+	ex.Warm = true
+	defer ex.Close()
+	limited := func(script string) *pipeline.Spec {
+		s := e.spec(t, script)
+		s.Limits = pipeline.DefaultToolLimits().Limits
+		return s
+	}
+	e.write("a.txt", "hello\n")
+	ex.Prewarm(limited(""))
+	time.Sleep(300 * time.Millisecond)
+	e.write("a.txt", "hello\nhost edit\n")
+	e.write("hostnew.txt", "h\n")
+	// File times have the coarse clock's resolution: a change in the very
+	// tick the call starts is taken for one during the run (a conflict,
+	// the host's version kept).
+	time.Sleep(50 * time.Millisecond)
+	out, code, warm := warmRun(t, ex, limited("echo sandbox >> a.txt; cat hostnew.txt; rm hostnew.txt"))
+	if code != 0 || !warm || out != "h\n" {
+		t.Fatalf("edit after host edits: %d warm=%v %q", code, warm, out)
+	}
+	if b, _ := os.ReadFile(e.path("a.txt")); string(b) != "hello\nhost edit\nsandbox\n" {
+		t.Errorf("a.txt: %q", b)
+	}
+	if _, err := os.Stat(e.path("hostnew.txt")); err == nil {
+		t.Error("the command's rm of a file the host made while the sandbox waited was refused")
+	}
+	// The workspace renamed and made again while the next sandbox waits.
+	time.Sleep(300 * time.Millisecond)
+	if err := os.Rename(e.ws, e.ws+"-old"); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(e.ws, 0o755)
+	e.write("marker", "fresh\n")
+	out, code, warm = warmRun(t, ex, limited("ls; echo two > two.txt"))
+	if code != 0 || warm || out != "marker\n" {
+		t.Errorf("after the workspace was replaced: %d warm=%v %q", code, warm, out)
+	}
+	if _, err := os.Stat(e.path("two.txt")); err != nil {
+		t.Errorf("the write did not reach the new workspace: %v", err)
+	}
+	// A single file as a writable root: never launched ahead.
+	file := filepath.Join(e.home, "data.txt")
+	os.WriteFile(file, []byte("v1\n"), 0o644)
+	withFile := func(script string) *pipeline.Spec {
+		s := limited(script)
+		fs := *s.FS
+		fs.Writable = append(fs.Writable[:len(fs.Writable):len(fs.Writable)], fsrules.Path{Path: file, Exists: true, Origin: "test"})
+		s.FS = &fs
+		return s
+	}
+	warmRun(t, ex, withFile("true"))
+	time.Sleep(300 * time.Millisecond)
+	os.WriteFile(file, []byte("v2\n"), 0o644)
+	if out, _, warm = warmRun(t, ex, withFile("cat "+file)); warm || out != "v2\n" {
+		t.Errorf("file root: warm=%v %q", warm, out)
 	}
 }

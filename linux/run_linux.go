@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
@@ -141,8 +142,17 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if w := e.takeWarm(ctx, s, stdio); w != nil {
 		tr.Mark("sbx: warm sandbox taken")
 		res, err := w.call(ctx, s, stdio, tr)
-		e.refill(s)
-		return res, err
+		var ns notStarted
+		if !errors.As(err, &ns) {
+			if err == nil {
+				e.refill(s)
+			}
+			return res, err
+		}
+		// Nothing ran: the host may have changed since the launch (a
+		// workspace removed and made again). Start cold, as a call
+		// without a warm sandbox would.
+		tr.Mark("sbx: warm sandbox could not start the command; cold start")
 	}
 	r, err := e.newRun(ctx, s, tr)
 	if err != nil {
@@ -159,6 +169,13 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	e.refill(s)
 	return r.res, nil
 }
+
+// notStarted is an error after which nothing of the command ran: the
+// sandbox could not be set up.
+type notStarted struct{ err error }
+
+func (e notStarted) Error() string { return e.err.Error() }
+func (e notStarted) Unwrap() error { return e.err }
 
 // newRun prepares everything a sandbox needs before its helper starts:
 // the run directory, the proxy, the cgroups, the mount plan. On error,
@@ -453,8 +470,10 @@ type launched struct {
 	rep       *TxReport
 	target    *sandboxPID
 	initState <-chan initState
-	// call takes the command for the init (closed: none).
-	call chan []byte
+	// call takes the command for the init (closed: none); start takes
+	// the clock from which the host's changes are conflicts.
+	call  chan []byte
+	start chan unix.Timespec
 }
 
 // launch opens the descriptor table and starts the transaction helper
@@ -489,7 +508,8 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 	go sendSpec(fds.specW, policy, l.call)
 	fds.specW = nil
 	l.txRep = make(chan *TxReport, 1)
-	go tx.exchange(l.txRep)
+	l.start = make(chan unix.Timespec, 1)
+	go tx.exchange(l.txRep, l.start)
 	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, l.target)
 	l.initState = r.watchReady(fds.readyR, fds.holdW, initPID)
 	fds.infoR, fds.readyR, fds.holdW = nil, nil, nil
@@ -522,6 +542,7 @@ func (l *launched) release() {
 // fills the run's result.
 func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
 	defer l.release()
+	l.start <- coarseNow()
 	if s == nil {
 		close(l.call)
 	} else {
@@ -752,7 +773,7 @@ func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapO
 		if len(msg) == 0 {
 			msg = []byte(fmt.Sprintf("exit status %d", status))
 		}
-		return fmt.Errorf("%w: bubblewrap could not build the sandbox: %s", pipeline.ErrUnavailable, msg)
+		return notStarted{fmt.Errorf("%w: bubblewrap could not build the sandbox: %s", pipeline.ErrUnavailable, msg)}
 	}
 	r.res.ExitCode = status
 	if r.cgWarn != "" {

@@ -42,6 +42,9 @@ type TxSpec struct {
 	// term delivers the signals that stop the sandbox (the helper's
 	// own; not sent over the control socket).
 	term chan os.Signal
+	// start delivers TxStart's clock (read from the control socket after
+	// the spec).
+	start chan unix.Timespec
 	// Bwrap and BwrapArgs are the bubblewrap command to run.
 	Bwrap     string   `json:"bwrap,omitempty"`
 	BwrapArgs []string `json:"bwrapArgs,omitempty"`
@@ -73,6 +76,26 @@ type TxSpec struct {
 	Probe bool `json:"probe,omitempty"`
 	// Recover finishes the merge of a run whose helper was killed.
 	Recover bool `json:"recover,omitempty"`
+}
+
+// TxStart is sbx's second message to the helper, sent when the command
+// is sent to the init: from Clock on, a change the host makes to a file of
+// a writable root is a conflict (a warm sandbox waits between its launch
+// and its command, and the host's changes meanwhile are its starting
+// point, not conflicts).
+type TxStart struct {
+	Clock *unix.Timespec `json:"clock"`
+}
+
+// startClock is TxStart's clock, or fallback when sbx sent none in time
+// (it always sends one before the command, so only a dead sbx waits).
+func (spec *TxSpec) startClock(fallback unix.Timespec) unix.Timespec {
+	select {
+	case c := <-spec.start:
+		return c
+	case <-time.After(2 * time.Second):
+		return fallback
+	}
 }
 
 // TxReport is what the helper writes on its control descriptor, and to
@@ -117,10 +140,18 @@ func TxHelper(args []string) int {
 	ctl := os.NewFile(uintptr(fd), "control")
 	defer ctl.Close()
 	var spec TxSpec
-	if err := json.NewDecoder(ctl).Decode(&spec); err != nil || spec.Policy == nil && !spec.Probe {
+	dec := json.NewDecoder(ctl)
+	if err := dec.Decode(&spec); err != nil || spec.Policy == nil && !spec.Probe {
 		fmt.Fprintf(os.Stderr, "sbx: transaction helper: bad spec: %v\n", err)
 		return ExitInitFailed
 	}
+	spec.start = make(chan unix.Timespec, 1)
+	go func() {
+		var m TxStart
+		if dec.Decode(&m) == nil && m.Clock != nil {
+			spec.start <- *m.Clock
+		}
+	}()
 	// Started with a capability raised (non-root callers), the helper is
 	// not dumpable, and its /proc/self/fd, through which it names the
 	// lower layers, belongs to nobody it can be.
@@ -186,6 +217,11 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	}
 	if err != nil {
 		rep.Error = err.Error()
+		if !spec.Probe {
+			// Nothing ran, so nothing is left to merge: the report says
+			// so, and no later run takes this one for a killed one.
+			_ = writeJSON(filepath.Join(spec.RunDir, reportFile), rep)
+		}
 		return rep, ExitInitFailed
 	}
 	defer t.close()
@@ -209,7 +245,7 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 		}
 	}
 	t.unmountRoots()
-	rep.Merge = t.merge(spec, clock)
+	rep.Merge = t.merge(spec, spec.startClock(clock))
 	rep.stamp(spec, "merged", time.Now())
 	finishTx(spec, t, rep)
 	rep.stamp(spec, "report saved, stage removed", time.Now())

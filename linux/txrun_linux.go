@@ -85,12 +85,23 @@ func txSysProcAttr(a *syscall.SysProcAttr) {
 	a.Pdeathsig = syscall.SIGTERM
 }
 
-// exchange sends the spec and delivers the report (nil if none came).
-func (d *txCtl) exchange(out chan<- *TxReport) {
-	if err := json.NewEncoder(d.parent).Encode(&d.spec); err != nil {
+// exchange sends the spec, then the start clock when it comes, and
+// delivers the report (nil if none came).
+func (d *txCtl) exchange(out chan<- *TxReport, start <-chan unix.Timespec) {
+	enc := json.NewEncoder(d.parent)
+	if err := enc.Encode(&d.spec); err != nil {
 		out <- nil
 		return
 	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case c := <-start:
+			enc.Encode(TxStart{Clock: &c})
+		case <-done:
+		}
+	}()
 	var rep TxReport
 	if err := json.NewDecoder(d.parent).Decode(&rep); err != nil {
 		out <- nil
@@ -120,7 +131,9 @@ func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error)
 	}
 	d.child.Close()
 	ch := make(chan *TxReport, 1)
-	d.exchange(ch)
+	start := make(chan unix.Timespec, 1)
+	start <- coarseNow()
+	d.exchange(ch, start)
 	rep := <-ch
 	werr := cmd.Wait()
 	if rep == nil {
@@ -141,7 +154,7 @@ func (r *run) txResult() error {
 		if r.spec.Limits.MaxDisk > 0 {
 			what = "the disk budget (--max-disk) cannot be enforced here"
 		}
-		return fmt.Errorf("%w: %s: %s; sbx doctor explains", pipeline.ErrUnavailable, what, rep.Error)
+		return notStarted{fmt.Errorf("%w: %s: %s; sbx doctor explains", pipeline.ErrUnavailable, what, rep.Error)}
 	}
 	if rep.Notice != "" {
 		r.res.Warnings = append(r.res.Warnings, "default limits not enforced: disk budget: "+rep.Notice)

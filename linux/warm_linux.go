@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
@@ -30,6 +32,47 @@ type warm struct {
 	l     *launched
 	// stdout and stderr are sbx's ends of the command's output pipes.
 	stdout, stderr *os.File
+	// ids are the host paths the sandbox is built on (writable roots,
+	// bind sources) as they were at its launch.
+	ids map[string]fileID
+}
+
+// hostIDs records the device and inode of every host path r's sandbox
+// is built on: its writable roots (the overlays' lower layers) and the
+// sources of its binds (a Unix socket, a masked file).
+func hostIDs(r *run) map[string]fileID {
+	ids := map[string]fileID{}
+	for _, w := range r.spec.FS.Writable {
+		ids[w.Path] = statID(w.Path)
+	}
+	for _, op := range r.plan {
+		if op.Src != "" {
+			ids[op.Src] = statID(op.Src)
+		}
+	}
+	return ids
+}
+
+// statID is p's identity (zero: it does not exist).
+func statID(p string) fileID {
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil {
+		return fileID{}
+	}
+	return fileID{uint64(st.Dev), st.Ino}
+}
+
+// stale reports whether the host moved something the sandbox is built on
+// since its launch: a workspace renamed or removed and made again, a
+// socket whose server was restarted. The sandbox would still show the
+// old one.
+func (w *warm) stale() bool {
+	for p, id := range w.ids {
+		if statID(p) != id {
+			return true
+		}
+	}
+	return false
 }
 
 // warmPool holds at most one warm sandbox.
@@ -61,11 +104,23 @@ func (e *Executor) takeWarm(ctx context.Context, s *pipeline.Spec, stdio pipelin
 		e.discard(w)
 		return nil
 	}
-	if w.err != nil || !samePolicy(w.spec, s) {
+	if w.err != nil || !samePolicy(w.spec, s) || w.stale() {
 		e.discard(w)
 		return nil
 	}
 	return w
+}
+
+// warmablePolicy reports whether a sandbox for s may be launched ahead: a
+// writable root that is a single file is copied into the sandbox at the
+// launch, so its content would be the launch's, not the call's.
+func warmablePolicy(s *pipeline.Spec) bool {
+	for _, w := range s.FS.Writable {
+		if !w.Dir {
+			return false
+		}
+	}
+	return true
 }
 
 // warmable reports whether a call's streams suit a warm sandbox, whose
@@ -93,7 +148,7 @@ func (e *Executor) Prewarm(s *pipeline.Spec) { e.refill(s) }
 // refill launches the next warm sandbox in the background, after a call
 // with spec s has ended.
 func (e *Executor) refill(s *pipeline.Spec) {
-	if !e.Warm {
+	if !e.Warm || !warmablePolicy(s) {
 		return
 	}
 	e.pool.mu.Lock()
@@ -118,6 +173,7 @@ func (w *warm) launch(e *Executor) {
 		w.err = err
 		return
 	}
+	w.ids = hostIDs(r)
 	var outW, errW *os.File
 	if w.stdout, outW, err = os.Pipe(); err == nil {
 		if w.stderr, errW, err = os.Pipe(); err == nil {

@@ -373,6 +373,9 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	out := &BashOutput{Stdout: stdout.String(), Stderr: stderr.String(), Sandboxed: true, Verdict: v}
 	if err != nil {
 		msg := "Error: the sandbox could not run the command: " + err.Error()
+		if ctx.Err() != nil {
+			msg = "Error: the call was stopped before the command ended (" + ctx.Err().Error() + "); the sandbox and every process in it were killed"
+		}
 		if errors.Is(err, ErrUnavailable) {
 			msg += " (nothing was run; sbx doctor explains)"
 		}

@@ -14,8 +14,8 @@ import (
 
 // cmdMCP serves the Model Context Protocol on stdin and stdout (the stdio
 // transport): a sandboxed bash tool and read_file, every call through one
-// session and its gate. No one can answer a prompt there: an ask that no
-// hook answers is denied.
+// session and its gate. An ask that no hook answers goes to the client's
+// user when the client supports elicitation, and is denied otherwise.
 func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var t toolFlags
 	if code, err := t.parse("mcp", args, stderr); err != nil {

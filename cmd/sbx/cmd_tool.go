@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -103,7 +106,7 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		return 0, err
 	}
 	defer s.Close()
-	res := t.call(s, raw, stderr)
+	res := t.call(context.Background(), s, raw, stderr)
 	if err := writeResult(stdout, res, t.output == "structured"); err != nil {
 		return exitSbxError, err
 	}
@@ -114,8 +117,7 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 }
 
 // call runs one tool_use, traced on stderr with --debug.
-func (t *toolFlags) call(s *session.Session, raw []byte, stderr io.Writer) *pipeline.ToolResult {
-	ctx := context.Background()
+func (t *toolFlags) call(ctx context.Context, s *session.Session, raw []byte, stderr io.Writer) *pipeline.ToolResult {
 	var tr *pipeline.Trace
 	if t.debug {
 		tr = pipeline.NewTrace(stderr)
@@ -131,6 +133,8 @@ const maxLine = 16 << 20
 
 // cmdServe handles JSON Lines: one tool_use per line in, one tool_result per
 // line out, in order; approvals "for the session" last until stdin closes.
+// SIGINT or SIGTERM ends it: a call under way is stopped and answered,
+// the warm sandbox is thrown away.
 func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var t toolFlags
 	if code, err := t.parse("serve", args, stderr); err != nil {
@@ -147,31 +151,65 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 	if err := s.Prepare(); err != nil {
 		return exitSbxError, err
 	}
-	lines := &lineReader{r: bufio.NewReaderSize(stdin, 1<<20)}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lines := readLines(stdin)
 	w := bufio.NewWriter(stdout)
 	for {
-		line, tooLong, err := lines.next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
+		var l line
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			return 0, nil
+		}
+		if l.err != nil {
+			if errors.Is(l.err, io.EOF) {
 				return 0, nil
 			}
-			return exitSbxError, err
+			return exitSbxError, l.err
 		}
 		var res *pipeline.ToolResult
 		switch {
-		case tooLong:
+		case l.tooLong:
 			// Answer it, and go on with the next line.
 			res = &pipeline.ToolResult{Type: "tool_result", Content: "Error: the tool_use is larger than 16 MiB; nothing was run", IsError: true}
-		case len(bytes.TrimSpace(line)) == 0:
+		case len(bytes.TrimSpace(l.text)) == 0:
 			continue
 		default:
-			res = t.call(s, line, stderr)
+			res = t.call(ctx, s, l.text, stderr)
 		}
 		if err := writeResult(w, res, t.output == "structured"); err != nil {
 			return exitSbxError, err
 		}
 		w.Flush()
+		if ctx.Err() != nil {
+			return 0, nil
+		}
 	}
+}
+
+// line is one line of sbx serve's input (or the error that ended it).
+type line struct {
+	text    []byte
+	tooLong bool
+	err     error
+}
+
+// readLines reads r's lines on a goroutine of its own, one ahead of the
+// caller, until an error (EOF included), which is the last it sends.
+func readLines(r io.Reader) <-chan line {
+	out := make(chan line)
+	go func() {
+		lr := &lineReader{r: bufio.NewReaderSize(r, 1<<20)}
+		for {
+			text, tooLong, err := lr.next()
+			out <- line{text, tooLong, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // lineReader reads lines of at most maxLine bytes; a longer one is
