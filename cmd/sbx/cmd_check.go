@@ -17,6 +17,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) (int, error) {
 	var gf gateFlags
 	f := pflag.NewFlagSet("check", pflag.ContinueOnError)
 	f.SetOutput(stderr)
+	setUsage(f, stderr)
 	gf.register(f)
 	tool := f.String("tool", "", "tool `NAME` (Bash, Read, Edit, Write, WebFetch, mcp__server__tool …)")
 	input := f.String("input", "", "tool input as `JSON` (required)")

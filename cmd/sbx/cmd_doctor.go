@@ -18,6 +18,7 @@ import (
 func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
 	f := pflag.NewFlagSet("doctor", pflag.ContinueOnError)
 	f.SetOutput(stderr)
+	setUsage(f, stderr)
 	asJSON := f.Bool("json", false, "print the report as JSON")
 	clean := f.Bool("clean", false, "remove what killed runs left behind (placeholders, run directories) and quarantine protected files they let appear")
 	if err := f.Parse(args); err != nil {

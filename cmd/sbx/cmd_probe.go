@@ -20,6 +20,7 @@ import (
 func cmdProbe(args []string, stdout, stderr io.Writer) (int, error) {
 	f := pflag.NewFlagSet("probe", pflag.ContinueOnError)
 	f.SetOutput(stderr)
+	setUsage(f, stderr)
 	asJSON := f.Bool("json", false, "print the evidence as JSON")
 	only := f.StringSlice("only", nil, "run only these probes (comma-separated names)")
 	list := f.Bool("list", false, "list the probes and exit")

@@ -55,9 +55,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	var o runOpts
 	f := runFlags(&o)
 	f.SetOutput(stderr)
-	f.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sbx run [flags] -- CMD [ARGS...]\n       sbx run [flags] -c 'SHELL STRING'\n\nFlags:\n%s", f.FlagUsages())
-	}
+	setUsage(f, stderr)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil

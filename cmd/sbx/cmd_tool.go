@@ -44,6 +44,7 @@ func (t *toolFlags) flags(name string) *pflag.FlagSet {
 func (t *toolFlags) parse(name string, args []string, stderr io.Writer) (int, error) {
 	f := t.flags(name)
 	f.SetOutput(stderr)
+	setUsage(f, stderr)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,30 @@ func TestWrap(t *testing.T) {
 	}
 	if long := wrap(strings.Repeat("x", 50), 20, 10); long != strings.Repeat("x", 50) {
 		t.Errorf("a long word was split: %q", long)
+	}
+}
+
+// Every subcommand's help has its synopsis, examples and flags, and every
+// flag an example uses is one of the command's.
+func TestHelpEveryCommand(t *testing.T) {
+	flagRE := regexp.MustCompile(`(?:^|\s)(--[a-z][a-z-]*)`)
+	for name, h := range helpTexts() {
+		var out, errb bytes.Buffer
+		if code := Main([]string{"help", name}, strings.NewReader(""), &out, &errb); code != 0 {
+			t.Errorf("sbx help %s: %d %s", name, code, errb.String())
+			continue
+		}
+		got := out.String() + errb.String()
+		if !strings.Contains(got, "Usage: sbx "+name) || !strings.Contains(got, "Examples:") || !strings.Contains(got, "Flags:") {
+			t.Errorf("sbx help %s:\n%s", name, got)
+		}
+		flags := got[strings.Index(got, "Flags:"):]
+		for _, ex := range h.examples {
+			for _, m := range flagRE.FindAllStringSubmatch(ex, -1) {
+				if !strings.Contains(flags, m[1]+" ") && !strings.Contains(flags, m[1]+"[") {
+					t.Errorf("sbx %s: example %q uses %s, not a flag of the command", name, ex, m[1])
+				}
+			}
+		}
 	}
 }
