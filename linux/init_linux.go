@@ -23,8 +23,10 @@ import (
 )
 
 // Init is the in-sandbox init: PID 1 of the sandbox's pid namespace. It reads
-// its [InitSpec] from fd [InitSpecFD], starts the command with Landlock and
-// the seccomp filter applied, forwards signals to the command's process
+// its [InitSpec] (the policy) from fd [InitSpecFD] and sets it up, then the
+// [InitCall] (the command, which a warm sandbox gets later), starts the
+// command with Landlock and the seccomp filter applied, forwards signals to
+// the command's process
 // group, reaps every zombie, and exits with the command's status (128+N when
 // signal N killed it). When the command exits, init exits, and the kernel
 // kills whatever else is left in the namespace.
