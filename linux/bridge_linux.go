@@ -15,24 +15,33 @@ import (
 )
 
 // startBridge listens on the sandbox's own loopback (127.0.0.1 and ::1) on
-// the proxy ports and relays every connection to the proxy's Unix socket,
-// which is bound into the sandbox. It runs in the init, before the seccomp
+// the proxy ports and hands every connection's descriptor to the proxy
+// (its hand-over socket, bound into the sandbox), so the proxy works on
+// the command's own socket; where that fails, it relays the connection to
+// the proxy's Unix socket. It runs in the init, before the seccomp
 // filter exists (the command cannot create AF_UNIX sockets, the init can),
 // and its listeners exist before the command starts: no readiness polling.
 func startBridge(b *BridgeSpec) error {
 	if b == nil {
 		return nil
 	}
-	admit := proxy.NewAdmission(maxRelays)
+	br := &bridge{socket: b.Socket, admit: proxy.NewAdmission(maxRelays)}
+	if b.Handoff != "" {
+		// The proxy takes the command's sockets themselves; relaying stays
+		// the way for a connection that cannot be handed over.
+		if c, err := net.Dial("unixpacket", b.Handoff); err == nil {
+			br.peer = c.(*net.UnixConn)
+		}
+	}
 	for _, port := range []int{b.HTTPPort, b.SOCKSPort} {
 		ln4, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			return fmt.Errorf("bridge: %w", err)
 		}
-		go serveBridge(ln4, b.Socket, admit)
+		go br.serve(ln4)
 		// IPv6 loopback is best effort: a kernel without IPv6 has none.
 		if ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(port))); err == nil {
-			go serveBridge(ln6, b.Socket, admit)
+			go br.serve(ln6)
 		} else if !errors.Is(err, syscall.EADDRNOTAVAIL) && !errors.Is(err, syscall.EAFNOSUPPORT) {
 			return fmt.Errorf("bridge: %w", err)
 		}
@@ -46,7 +55,15 @@ func startBridge(b *BridgeSpec) error {
 // answers.
 const maxRelays = 1024
 
-func serveBridge(ln net.Listener, socket string, admit *proxy.Admission) {
+// bridge passes the command's proxy connections on: handed over to the
+// proxy (peer), or relayed to its socket.
+type bridge struct {
+	socket string
+	peer   *net.UnixConn
+	admit  *proxy.Admission
+}
+
+func (br *bridge) serve(ln net.Listener) {
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
@@ -60,13 +77,17 @@ func serveBridge(ln net.Listener, socket string, admit *proxy.Admission) {
 			continue
 		}
 		backoff = 0
-		if !admit.Admit(c) {
+		if br.peer != nil && proxy.HandOff(br.peer, c.(*net.TCPConn)) == nil {
+			c.Close() // the proxy has its own descriptor
+			continue
+		}
+		if !br.admit.Admit(c) {
 			continue
 		}
 		go func() {
-			defer admit.Release()
+			defer br.admit.Release()
 			defer c.Close()
-			up, err := net.Dial("unix", socket)
+			up, err := net.Dial("unix", br.socket)
 			if err != nil {
 				return // the proxy is gone: no network
 			}

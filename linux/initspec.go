@@ -151,7 +151,11 @@ const (
 
 // BridgeSpec is where the in-sandbox bridge listens and where it relays to.
 type BridgeSpec struct {
-	Socket    string `json:"socket"` // the proxy's Unix socket, as seen in the sandbox
+	Socket string `json:"socket"` // the proxy's Unix socket, as seen in the sandbox
+	// Handoff, when set, is the proxy's hand-over socket (SOCK_SEQPACKET):
+	// the bridge passes each accepted connection's descriptor there
+	// instead of relaying its bytes.
+	Handoff   string `json:"handoff,omitempty"`
 	HTTPPort  int    `json:"httpPort"`
 	SOCKSPort int    `json:"socksPort"`
 }

@@ -56,6 +56,9 @@ type PlanInput struct {
 	// ProxySocket, when set, is the proxy's Unix socket, bound into the
 	// sandbox at the same path for the init's bridge.
 	ProxySocket string
+	// HandoffSocket, when set, is the proxy's hand-over socket, bound the
+	// same way for the bridge.
+	HandoffSocket string
 	// ExtraROBinds are host files bound read-only at the same path (the
 	// per-run CA certificate and trust bundle).
 	ExtraROBinds []string
@@ -125,6 +128,9 @@ func BuildPlan(in PlanInput) []Op {
 	}
 	if in.ProxySocket != "" {
 		ops = append(ops, Op{Kind: OpROBind, Src: in.ProxySocket, Dst: in.ProxySocket, Why: "proxy socket"})
+	}
+	if in.HandoffSocket != "" {
+		ops = append(ops, Op{Kind: OpROBind, Src: in.HandoffSocket, Dst: in.HandoffSocket, Why: "proxy hand-over socket"})
 	}
 	for _, f := range in.ExtraROBinds {
 		ops = append(ops, Op{Kind: OpROBind, Src: f, Dst: f, Why: "trust"})

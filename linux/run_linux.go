@@ -258,16 +258,17 @@ func (r *run) buildPlan() error {
 		return fmt.Errorf("linux: masked credential files: %w", err)
 	}
 	in := PlanInput{
-		Masked:       masked,
-		UnixSockets:  socks,
-		Policy:       s.FS,
-		EmptyFile:    filepath.Join(r.runDir, emptyFile),
-		Exe:          r.exe,
-		ProxySocket:  r.proxySocket,
-		ExtraROBinds: r.trust.Files(),
-		TmpSize:      s.Limits.MaxTmp,
-		BudgetStage:  r.budgetStage,
-		StateDir:     r.e.StateDir,
+		Masked:        masked,
+		UnixSockets:   socks,
+		Policy:        s.FS,
+		EmptyFile:     filepath.Join(r.runDir, emptyFile),
+		Exe:           r.exe,
+		ProxySocket:   r.proxySocket,
+		HandoffSocket: r.handoffSocket,
+		ExtraROBinds:  r.trust.Files(),
+		TmpSize:       s.Limits.MaxTmp,
+		BudgetStage:   r.budgetStage,
+		StateDir:      r.e.StateDir,
 	}
 	r.plan = BuildPlan(in)
 	if r.budgetStage != "" && s.Limits.BestEffort {
@@ -343,6 +344,9 @@ type run struct {
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
+	// handoffSocket is where the bridge hands the command's connections
+	// to the proxy.
+	handoffSocket string
 	// trace records the run's phases for --debug (nil: none).
 	trace *pipeline.Trace
 	// trust is the per-run CA and its files, when TLS is terminated for
@@ -415,6 +419,12 @@ func (r *run) startProxy() error {
 		Secrets:       r.spec.Secrets,
 	}
 	go r.proxy.Serve(ln)
+	r.handoffSocket = filepath.Join(dir, "handoff.sock")
+	h, err := proxy.ListenHandoff(r.handoffSocket)
+	if err != nil {
+		return fmt.Errorf("linux: proxy hand-over socket: %w", err)
+	}
+	go r.proxy.Serve(h)
 	if r.e.OnProxyStart != nil {
 		r.e.OnProxyStart(r.proxy.Close)
 	}
@@ -670,7 +680,7 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 		init.Procs, init.DataBytes = r.rl.procs, r.rl.data
 	}
 	if r.proxy != nil {
-		init.Bridge = &BridgeSpec{Socket: r.proxySocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
+		init.Bridge = &BridgeSpec{Socket: r.proxySocket, Handoff: r.handoffSocket, HTTPPort: BridgeHTTPPort, SOCKSPort: BridgeSOCKSPort}
 	}
 	return init, plan
 }
