@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -307,18 +308,24 @@ func (r *Runner) decide(ctx context.Context, call *Call) (*Verdict, error) {
 func (r *Runner) sessionApproved(call *Call) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, a := range r.approved {
-		if a == call.command() {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(r.approved, approvalKey(call))
 }
 
 func (r *Runner) approve(call *Call) {
 	r.mu.Lock()
-	r.approved = append(r.approved, call.command())
+	r.approved = append(r.approved, approvalKey(call))
 	r.mu.Unlock()
+}
+
+// approvalKey is what an approval "for the session" covers: this Bash
+// command (whatever its timeout or description), or this tool with this
+// exact input (a Read of one file), never another tool's call or another
+// file.
+func approvalKey(call *Call) string {
+	if call.Tool == "Bash" {
+		return "Bash\x00" + call.command()
+	}
+	return call.Tool + "\x00" + string(call.Input)
 }
 
 type prompterKey struct{}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,5 +164,35 @@ func TestSandboxDisabledNeedsUnsandboxed(t *testing.T) {
 	s := open(t, `{"sandbox": {"enabled": false}}`, f, nil)
 	if _, err := s.Run(context.Background(), Command{Shell: "true"}, pipeline.Stdio{}); !errors.Is(err, ErrNotSandboxed) || f.spec != nil {
 		t.Errorf("err %v, ran %v", err, f.spec)
+	}
+}
+
+// An approval "for the session" covers that call only: the same Bash
+// command again, never another command, another tool or another file.
+func TestSessionApprovalScope(t *testing.T) {
+	var asked []string
+	s := open(t, `{"permissions": {"ask": ["Bash(make *)", "Read(./secret*)"]}}`, &fake{}, func(o *Options) {
+		o.Interactive = true
+		o.Prompt = func(c *pipeline.Call, _ *pipeline.Verdict) (bool, bool) {
+			asked = append(asked, c.Tool+" "+c.Summary())
+			return true, true
+		}
+	})
+	dir := s.Dir()
+	os.WriteFile(filepath.Join(dir, "secret1"), []byte("one"), 0o644)
+	os.WriteFile(filepath.Join(dir, "secret2"), []byte("two"), 0o644)
+	for i, in := range []string{
+		`{"name":"Bash","input":{"command":"make all"}}`,
+		`{"name":"Bash","input":{"command":"make all","description":"again"}}`,
+		`{"name":"Bash","input":{"command":"make clean"}}`,
+		`{"name":"Read","input":{"file_path":"` + filepath.Join(dir, "secret1") + `"}}`,
+		`{"name":"Read","input":{"file_path":"` + filepath.Join(dir, "secret1") + `"}}`,
+		`{"name":"Read","input":{"file_path":"` + filepath.Join(dir, "secret2") + `"}}`,
+	} {
+		s.Tool(context.Background(), []byte(fmt.Sprintf(`{"type":"tool_use","id":"t%d",%s`, i, in[1:])))
+	}
+	want := []string{"Bash make all", "Bash make clean", "Read " + filepath.Join(dir, "secret1"), "Read " + filepath.Join(dir, "secret2")}
+	if !slices.Equal(asked, want) {
+		t.Errorf("asked %q, want %q", asked, want)
 	}
 }
