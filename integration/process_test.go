@@ -281,3 +281,14 @@ func TestNonUTF8BytesReachTheCommand(t *testing.T) {
 		t.Errorf("got %q (%v), want the bytes as given", out, err)
 	}
 }
+
+// The command cannot bring down the sandbox's init (PID 1) with a signal
+// the runtime would end it on with a stack dump: the init ignores them,
+// the command goes on, and no dump reaches its output.
+func TestInitSurvivesFatalSignals(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh("for s in ABRT TRAP SYS ILL BUS FPE SEGV 16; do kill -$s 1; done; sleep 0.2; echo survived")
+	if r.code != 0 || r.stdout != "survived\n" || strings.Contains(r.stderr, "goroutine") {
+		t.Errorf("%d %q %q", r.code, r.stdout, r.stderr)
+	}
+}

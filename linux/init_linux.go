@@ -33,6 +33,12 @@ import (
 func Init() int {
 	ir := &initRun{}
 	ir.mark(phaseRunning)
+	// The command can signal PID 1 with any signal the init handles, and
+	// the runtime ends a program on these with a stack dump (into the
+	// command's stderr): the init ignores them (a fault of its own still
+	// crashes it).
+	signal.Ignore(syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGILL, syscall.SIGBUS,
+		syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT)
 	for i, fd := range []int{initStdinFD, initStdoutFD, initStderrFD} {
 		if err := unix.Dup3(fd, i, 0); err != nil {
 			fmt.Fprintf(os.Stderr, "sbx init: stdio: %v\n", err)
