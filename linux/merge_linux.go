@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -131,6 +132,30 @@ func fileMode(st *unix.Stat_t) uint32 {
 
 // coarseNow is the clock file timestamps are taken from: a change made
 // after it has a ctime not before it.
+// fineNow is the wall clock at its finest.
+func fineNow() unix.Timespec {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &ts)
+	return ts
+}
+
+// clockAfter is the conflict clock for a command that starts now, after a
+// call that came at called: the coarse clock once it has passed called.
+// A file's ctime is coarse or fine (multigrain timestamps), so a change
+// the host made before the call is older than that value whatever its
+// granularity, and a change made after it is not. The wait is at most one
+// tick (a warm sandbox gets its command within a tick of the call; a cold
+// start takes longer than one).
+func clockAfter(called unix.Timespec) unix.Timespec {
+	for {
+		c := coarseNow()
+		if c.Sec > called.Sec || c.Sec == called.Sec && c.Nsec > called.Nsec {
+			return c
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+}
+
 func coarseNow() unix.Timespec {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)

@@ -139,7 +139,9 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		return nil, errors.New("linux: Executor.StateDir is required")
 	}
 	tr := pipeline.TraceFrom(ctx)
+	called := fineNow()
 	if w := e.takeWarm(ctx, s, stdio); w != nil {
+		w.r.called = called
 		tr.Mark("sbx: warm sandbox taken")
 		res, err := w.call(ctx, s, stdio, tr)
 		var ns notStarted
@@ -159,6 +161,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		return nil, err
 	}
 	defer r.close()
+	r.called = called
 	l, err := r.launch(stdio)
 	if err != nil {
 		return nil, err
@@ -336,6 +339,9 @@ type run struct {
 	e      *Executor
 	spec   *pipeline.Spec
 	runDir string
+	// called is when the call came: the host's changes before it are the
+	// command's starting point, not conflicts.
+	called unix.Timespec
 	// bwrap and exe are the binaries; plan is the mount plan.
 	bwrap, exe string
 	plan       []Op
@@ -552,7 +558,7 @@ func (l *launched) release() {
 // fills the run's result.
 func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
 	defer l.release()
-	l.start <- coarseNow()
+	l.start <- clockAfter(r.called)
 	if s == nil {
 		close(l.call)
 	} else {
