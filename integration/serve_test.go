@@ -173,3 +173,39 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 		t.Errorf("runs left behind: %v", runs)
 	}
 }
+
+// A long-lived session resolves its paths again for each call: a denyRead
+// file that appears after sbx serve started is hidden from the next call
+// (warm or not), as from a fresh sbx tool.
+func TestServeHidesDenyReadThatAppears(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "serve", "--settings", `{"permissions":{"deny":["Read(./.env)"]}}`)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(outPipe)
+	// The name is built at run time: the gate cannot see it, the sandbox must.
+	const call = `{"type":"tool_use","id":"r%d","name":"Bash","input":{"command":"f=.en; cat ${f}v || echo absent"}}`
+	fmt.Fprintf(in, call+"\n", 1)
+	if !out.Scan() || !strings.Contains(out.Text(), "absent") {
+		t.Fatalf("first call: %q", out.Text())
+	}
+	e.write(".env", "API_KEY=sk-live-123\n")
+	time.Sleep(300 * time.Millisecond)
+	fmt.Fprintf(in, call+"\n", 2)
+	if !out.Scan() || strings.Contains(out.Text(), "sk-live") {
+		t.Errorf("a denyRead file made after the start was read: %q", out.Text())
+	}
+	in.Close()
+	cmd.Wait()
+}

@@ -74,7 +74,11 @@ type Runner struct {
 	// FS and Net are the sandbox policy for Bash calls.
 	FS  *fsrules.Policy
 	Net *NetPolicy
-	Env []string
+	// FSNow, when set, compiles the filesystem policy again for each Bash
+	// call (a long-lived session: a denyRead path that appeared since it
+	// started is hidden too); an error refuses the call.
+	FSNow func() (*fsrules.Policy, error)
+	Env   []string
 	// Secrets are the masked credentials behind Env's placeholders, and
 	// Platform the platform-only keys: both go into every Spec.
 	Secrets  []*creds.Secret
@@ -344,13 +348,20 @@ func prompterFrom(ctx context.Context) Prompter {
 
 // BashSpec is the sandbox spec of a Bash call running command (with no
 // timeout: the call sets it).
-func (r *Runner) BashSpec(command string) *Spec {
+func (r *Runner) BashSpec(command string) (*Spec, error) {
 	shell := "/bin/bash"
 	if _, err := os.Stat(shell); err != nil {
 		shell = "/bin/sh"
 	}
-	return &Spec{Argv: []string{shell, "-c", command}, Env: r.Env, Dir: r.Gate.Cwd, FS: r.FS, Net: r.Net, Limits: r.Limits.Limits, Discard: r.Discard,
-		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles}
+	fs := r.FS
+	if r.FSNow != nil {
+		var err error
+		if fs, err = r.FSNow(); err != nil {
+			return nil, err
+		}
+	}
+	return &Spec{Argv: []string{shell, "-c", command}, Env: r.Env, Dir: r.Gate.Cwd, FS: fs, Net: r.Net, Limits: r.Limits.Limits, Discard: r.Discard,
+		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles}, nil
 }
 
 func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResult {
@@ -370,7 +381,10 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	// Head and tail of each stream, as Claude Code keeps them: a summary
 	// or a final error is at the end.
 	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
-	spec := r.BashSpec(call.command())
+	spec, err := r.BashSpec(call.command())
+	if err != nil {
+		return errResult(call.ID, "Error: the sandbox's filesystem policy cannot be compiled: "+err.Error()+"; nothing was run")
+	}
 	spec.Timeout = timeout
 	if !v.Sandboxed {
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")

@@ -95,10 +95,11 @@ type Options struct {
 	// means the running executable, which must then call [Reexec] first in
 	// main and be built with CGO_ENABLED=0.
 	Exe string
-	// Warm launches the next sandbox while the caller thinks, for a
-	// long-lived session (serve, MCP): a tool call then skips the
-	// sandbox's start-up. Each sandbox still runs one command; Close
-	// throws the waiting one away.
+	// Warm is for a long-lived session (serve, MCP): the next sandbox is
+	// launched while the caller thinks, so a tool call skips the sandbox's
+	// start-up (each sandbox still runs one command; Close throws the
+	// waiting one away), and the filesystem policy's paths are resolved
+	// again for each call.
 	Warm bool
 }
 
@@ -350,8 +351,11 @@ func (s *Session) build() (*sandbox, error) {
 	if cache != "" {
 		fsf.Caches = append(fsf.Caches, cache)
 	}
+	compile := func() (*fsrules.Policy, error) {
+		return fsrules.Compile(pipeline.FSInput(s.st, fsf, s.dir), fsrules.Host{Home: s.home})
+	}
 	var err error
-	if sb.fs, err = fsrules.Compile(pipeline.FSInput(s.st, fsf, s.dir), fsrules.Host{Home: s.home}); err != nil {
+	if sb.fs, err = compile(); err != nil {
 		return nil, err
 	}
 	for _, w := range sb.fs.Warnings {
@@ -397,6 +401,18 @@ func (s *Session) build() (*sandbox, error) {
 	sb.exec = audited{sb.exec, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
 		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
+	if s.opts.Warm {
+		// A long-lived session: paths are resolved again for each call.
+		sb.runner.FSNow = func() (*fsrules.Policy, error) {
+			p, err := compile()
+			if err == nil {
+				for _, w := range p.Warnings {
+					s.warn(w)
+				}
+			}
+			return p, err
+		}
+	}
 	if sb.audit != nil {
 		sb.runner.Decided = sb.audit.Gate
 	}

@@ -33,7 +33,9 @@ func (s *Session) Prepare() error {
 		if w, ok := sb.closer.(interface{ Prewarm(*pipeline.Spec) }); ok {
 			// The first Bash call's sandbox, launched while the caller
 			// gets ready.
-			w.Prewarm(sb.runner.BashSpec(""))
+			if spec, err := sb.runner.BashSpec(""); err == nil {
+				w.Prewarm(spec)
+			}
 		}
 	}
 	return err
