@@ -188,3 +188,62 @@ func TestMCPAsksThroughElicitation(t *testing.T) {
 		t.Errorf("asked %d times (want 4: the session approval holds): %q", len(asked), asked)
 	}
 }
+
+// An accepted answer is good once, for the call it was asked about: the
+// same retry sent again, or its state with another command, asks again
+// and runs nothing.
+func TestMCPApprovalIsSingleUse(t *testing.T) {
+	e := newEnv(t)
+	e.write("../home/.config/sbx/settings.json", `{"permissions": {"ask": ["Bash(touch asked-*)"]}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	cmd := exec.Command(sbxBin, "mcp")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	bash := func(command, state string) *mcp.CallToolResult {
+		t.Helper()
+		p := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}}
+		if state != "" {
+			p.RequestState = state
+			p.InputResponses = mcp.InputResponseMap{"sbx-approval": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}}
+		}
+		r, err := cs.CallTool(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: %v", command, err)
+		}
+		return r
+	}
+	first := bash("touch asked-one", "")
+	if !first.NeedsInput() || first.RequestState == "" {
+		t.Fatalf("no question asked: %+v", first)
+	}
+	if r := bash("touch asked-one", first.RequestState); r.NeedsInput() {
+		t.Fatalf("the accepted retry was asked again")
+	}
+	if _, err := os.Stat(e.path("asked-one")); err != nil {
+		t.Fatalf("the accepted call did not run: %v", err)
+	}
+	os.Remove(e.path("asked-one"))
+	if r := bash("touch asked-one", first.RequestState); !r.NeedsInput() {
+		t.Error("a replayed answer ran the call again")
+	}
+	second := bash("touch asked-two", "")
+	if r := bash("touch asked-other", second.RequestState); !r.NeedsInput() {
+		t.Error("an answer was carried to another command")
+	}
+	for _, f := range []string{"asked-one", "asked-other"} {
+		if _, err := os.Stat(e.path(f)); err == nil {
+			t.Errorf("%s exists on the host", f)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,8 +53,7 @@ type BashResult struct {
 func (s *Session) MCPServer(version string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Version: version}, nil)
 	var ids atomic.Int64
-	key := make([]byte, 32)
-	rand.Read(key)
+	states := newApprovalStates()
 	// call runs a tool use; when the gate asks and the client can ask its
 	// user (elicitation), nothing runs and the second result asks for
 	// that input: the client retries the call with the answer.
@@ -61,9 +62,14 @@ func (s *Session) MCPServer(version string) *mcp.Server {
 		if !canElicit(req.Session) {
 			return s.Tool(ctx, use), nil
 		}
-		a := &approval{state: approvalState(key, tool, in)}
-		a.answer(req.Params)
+		a := &approval{}
+		if p := req.Params; p != nil && p.RequestState != "" && states.redeem(p.RequestState, tool, in) {
+			a.answer(p)
+		}
 		res := s.Tool(pipeline.WithPrompter(ctx, a.prompt), use)
+		if a.ask != nil {
+			a.state = states.issue(tool, in)
+		}
 		if a.ask != nil {
 			return nil, &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalKey: a.ask}, RequestState: a.state}
 		}
@@ -105,22 +111,68 @@ type approval struct {
 	ask                     *mcp.ElicitParams
 }
 
-// approvalState binds an answer to the call it was asked for (the tool
-// and its exact input), so a retry cannot carry it to another command.
-func approvalState(key []byte, tool string, in any) string {
+// approvalStates are the request states handed out with open questions:
+// each binds the answer to the call it was asked for (an HMAC of the tool
+// and its exact input, under a key of this server's) and is good once (a
+// nonce, forgotten when redeemed; at most maxOpenApprovals are kept).
+type approvalStates struct {
+	key  []byte
+	mu   sync.Mutex
+	open map[string]bool
+	fifo []string
+}
+
+const maxOpenApprovals = 1024
+
+func newApprovalStates() *approvalStates {
+	key := make([]byte, 32)
+	rand.Read(key)
+	return &approvalStates{key: key, open: map[string]bool{}}
+}
+
+func (a *approvalStates) mac(nonce, tool string, in any) string {
 	b, _ := json.Marshal(in)
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(tool + "\x00"))
+	m := hmac.New(sha256.New, a.key)
+	m.Write([]byte(nonce + "\x00" + tool + "\x00"))
 	m.Write(b)
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// answer takes the user's answer from a retried call, if it is one for
-// this very call.
-func (a *approval) answer(p *mcp.CallToolParamsRaw) {
-	if p == nil || p.RequestState == "" || !hmac.Equal([]byte(p.RequestState), []byte(a.state)) {
-		return
+// issue is a new request state for a question about this call.
+func (a *approvalStates) issue(tool string, in any) string {
+	var n [16]byte
+	rand.Read(n[:])
+	nonce := hex.EncodeToString(n[:])
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.fifo) >= maxOpenApprovals {
+		delete(a.open, a.fifo[0])
+		a.fifo = a.fifo[1:]
 	}
+	a.open[nonce] = true
+	a.fifo = append(a.fifo, nonce)
+	return nonce + "." + a.mac(nonce, tool, in)
+}
+
+// redeem reports whether state was issued for this very call and is still
+// open, and closes it.
+func (a *approvalStates) redeem(state, tool string, in any) bool {
+	nonce, mac, ok := strings.Cut(state, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(a.mac(nonce, tool, in))) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.open[nonce] {
+		return false
+	}
+	delete(a.open, nonce)
+	return true
+}
+
+// answer takes the user's answer from a retried call whose state was
+// redeemed.
+func (a *approval) answer(p *mcp.CallToolParamsRaw) {
 	res, ok := p.InputResponses[approvalKey].(*mcp.ElicitResult)
 	if !ok {
 		return
