@@ -347,6 +347,9 @@ func (s *Session) build() (*sandbox, error) {
 	sb := &sandbox{}
 	fsf := s.opts.FS
 	fsf.StateDir = s.StateDir()
+	// The first run makes it anyway; made now, the policy compiled before
+	// and after that run is the same (a warm sandbox fits the next call).
+	_ = os.MkdirAll(fsf.StateDir, 0o700)
 	cache, cacheEnv := s.toolchainCaches()
 	if cache != "" {
 		fsf.Caches = append(fsf.Caches, cache)
