@@ -203,7 +203,12 @@ func mitmRunner(sbx string, srv *httptest.Server, script string) func() (float64
 			return 0, err
 		}
 		defer os.RemoveAll(ws)
-		pol, err := fsrules.Compile(fsrules.Input{Workspace: ws}, fsrules.Host{Home: ws})
+		home, err := os.MkdirTemp("", "sbx-bench-home-")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(home)
+		pol, err := fsrules.Compile(fsrules.Input{Workspace: ws}, fsrules.Host{Home: home})
 		if err != nil {
 			return 0, err
 		}
