@@ -132,13 +132,6 @@ func fileMode(st *unix.Stat_t) uint32 {
 
 // coarseNow is the clock file timestamps are taken from: a change made
 // after it has a ctime not before it.
-// fineNow is the wall clock at its finest.
-func fineNow() unix.Timespec {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &ts)
-	return ts
-}
-
 // clockAfter is the conflict clock for a command that starts now, after a
 // call that came at called: the coarse clock once it has passed called.
 // A file's ctime is coarse or fine (multigrain timestamps), so a change

@@ -139,7 +139,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		return nil, errors.New("linux: Executor.StateDir is required")
 	}
 	tr := pipeline.TraceFrom(ctx)
-	called := fineNow()
+	called := unix.NsecToTimespec(pipeline.ArrivalFrom(ctx).UnixNano())
 	if w := e.takeWarm(ctx, s, stdio); w != nil {
 		w.r.called = called
 		tr.Mark("sbx: warm sandbox taken")

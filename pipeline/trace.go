@@ -85,6 +85,23 @@ func (t *Trace) Report() {
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
+type arrivalKey struct{}
+
+// WithArrival returns a context that says when the call came (before the
+// gate and the policy): the executor takes the host's changes made before
+// it as the command's starting point.
+func WithArrival(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, arrivalKey{}, t)
+}
+
+// ArrivalFrom returns when the call came, or now.
+func ArrivalFrom(ctx context.Context) time.Time {
+	if t, ok := ctx.Value(arrivalKey{}).(time.Time); ok {
+		return t
+	}
+	return time.Now()
+}
+
 type traceKey struct{}
 
 // WithTrace returns a context that carries t to the executor.

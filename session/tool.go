@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
@@ -12,6 +13,7 @@ import (
 // on every path: a session that cannot build its sandbox answers with an
 // error result too. Everything it returns is redacted.
 func (s *Session) Tool(ctx context.Context, toolUse []byte) *pipeline.ToolResult {
+	ctx = pipeline.WithArrival(ctx, time.Now())
 	sb, err := s.prepare()
 	if err != nil {
 		var id struct {
