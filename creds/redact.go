@@ -17,8 +17,10 @@ import (
 // secret's placeholder.
 type Redactor struct {
 	r *strings.Replacer
-	// forms are the strings replaced, for the streaming hold-back.
-	forms []string
+	// forms are the strings replaced, for the streaming hold-back;
+	// longest is the longest's length.
+	forms   []string
+	longest int
 }
 
 // encodings are the forms of a value a redactor looks for.
@@ -79,7 +81,7 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 	if len(pairs) == 0 {
 		return &Redactor{}
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...), forms: found}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0])}
 }
 
 // heldTail returns how many bytes at the end of s could begin a secret
@@ -101,10 +103,32 @@ func (r *Redactor) heldTail(s string) int {
 
 // Redact returns s with every secret form replaced.
 func (r *Redactor) Redact(s string) string {
-	if r == nil || r.r == nil {
+	if r == nil || r.r == nil || !r.anyForm(s) {
 		return s
 	}
 	return r.r.Replace(s)
+}
+
+// anyFormIn is anyForm for bytes.
+func (r *Redactor) anyFormIn(b []byte) bool {
+	for _, f := range r.forms {
+		if bytes.Contains(b, []byte(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyForm reports whether s holds a secret form. A few vectorised
+// searches cost far less than the replacer's walk over text that holds
+// none (a response body, almost always).
+func (r *Redactor) anyForm(s string) bool {
+	for _, f := range r.forms {
+		if strings.Contains(s, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // Writer returns a writer that redacts what passes through it to w. A
@@ -132,7 +156,25 @@ type redactWriter struct {
 func (rw *redactWriter) Write(p []byte) (int, error) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	rw.pending = append(rw.pending, p...)
+	buf := p
+	if len(rw.pending) > 0 {
+		rw.pending = append(rw.pending, p...)
+		buf = rw.pending
+	}
+	if !rw.r.anyFormIn(buf) {
+		// Nothing to replace (almost always): pass the bytes on as they
+		// are, but for a tail that could begin a secret.
+		tail := buf[len(buf)-min(len(buf), rw.r.longest-1):]
+		cut := len(buf) - rw.r.heldTail(string(tail))
+		if _, err := rw.w.Write(buf[:cut]); err != nil {
+			return 0, err
+		}
+		rw.pending = append(rw.pending[:0], buf[cut:]...)
+		return len(p), nil
+	}
+	if len(rw.pending) == 0 {
+		rw.pending = append(rw.pending, p...)
+	}
 	red := rw.r.Redact(string(rw.pending))
 	// Hold back only a tail that could be the start of a secret.
 	cut := len(red) - rw.r.heldTail(red)
