@@ -296,7 +296,7 @@ func (s *supervisor) allow(target int, st *unix.Stat_t) (bool, string) {
 		return false, err.Error()
 	}
 	if s.direct[dev] {
-		return false, "a socket on a file system bound from the host (the toolchain cache), which sbx cannot tell from a host socket"
+		return false, "a socket on a file system the sandbox shares with the host (the one holding the toolchain cache), which sbx cannot tell from a host socket"
 	}
 	inside, err := s.listenersInside()
 	if err != nil {
