@@ -53,7 +53,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		return nil, err
 	}
 	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, EvalSymlinks: filepath.EvalSymlinks,
-		LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation}
+		LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation, MachLookup: s.Platform.MachLookup}
 	marker := "TMPDIR=" + tmp + "/"
 	env := append(append([]string(nil), s.Env...), marker)
 	var blocked proxy.Blocked

@@ -40,6 +40,11 @@ type ProfileInput struct {
 	// TrustdLookup adds com.apple.trustd.agent to the mach services, which
 	// Go TLS clients need (sandbox.enableWeakerNetworkIsolation).
 	TrustdLookup bool
+	// MachLookup are more Mach services, names or prefixes ending in *
+	// (sandbox.network.allowMachLookup, checked by
+	// pipeline.CheckMachServices): "com.apple.SecurityServer" is the
+	// keychain's opt-in.
+	MachLookup []string
 	// Tag, when set (letters, digits, underscores: see [NewTag]), is the
 	// message of every deny rule, so the run's denials can be found in the
 	// unified log.
@@ -563,6 +568,13 @@ func Profile(in ProfileInput) (string, error) {
 	var mach [][2]string
 	for _, s := range services {
 		mach = append(mach, [2]string{"global-name", s})
+	}
+	for _, s := range in.MachLookup {
+		if prefix, ok := strings.CutSuffix(s, "*"); ok {
+			mach = append(mach, [2]string{"global-name-prefix", prefix})
+		} else {
+			mach = append(mach, [2]string{"global-name", s})
+		}
 	}
 	p.rule("allow", "mach-lookup", mach)
 

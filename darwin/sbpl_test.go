@@ -49,6 +49,8 @@ func TestProfileGolden(t *testing.T) {
 		"unix-sockets":    socketsInput(),
 		"writable-home":   writableHome(),
 		"linked-worktree": {FS: linkedWorktree(t), TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
+		"mach-lookup": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
+			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123, MachLookup: []string{"com.apple.SecurityServer", "com.example.agent*"}},
 		"tagged": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}},
 			DenyRead: []fsrules.Path{{Path: "/Users/dev/.ssh", Exists: true, Dir: true}}},
 			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123, Tag: "sbx_0123456789abcdef01234567"},

@@ -65,6 +65,10 @@ type Platform struct {
 	// WeakerNetworkIsolation allows the TLS trust service
 	// (sandbox.enableWeakerNetworkIsolation; macOS).
 	WeakerNetworkIsolation bool
+	// MachLookup are extra Mach services the command may look up (a
+	// trailing * is a prefix), checked by [CheckMachServices]
+	// (sandbox.network.allowMachLookup; macOS).
+	MachLookup []string
 }
 
 // Unsupported names the platform keys that are set, for a backend that
@@ -79,6 +83,9 @@ func (p Platform) Unsupported() []string {
 	}
 	if p.LocalBinding {
 		out = append(out, "sandbox.network.allowLocalBinding")
+	}
+	if len(p.MachLookup) > 0 {
+		out = append(out, "sandbox.network.allowMachLookup")
 	}
 	if p.WeakerNetworkIsolation {
 		out = append(out, "sandbox.enableWeakerNetworkIsolation")

@@ -367,6 +367,9 @@ func (s *Session) build() (*sandbox, error) {
 	if sb.net, err = pipeline.NetInput(s.st, s.opts.Net, s.opts.NetAsk != nil); err != nil {
 		return nil, err
 	}
+	if _, err := pipeline.CheckMachServices(s.st.AllowMachLookup); err != nil {
+		return nil, err
+	}
 	if sb.limits, err = pipeline.ResolveLimits(s.st, s.opts.Limits, s.opts.DefaultLimits); err != nil {
 		return nil, err
 	}
@@ -506,6 +509,7 @@ func (s *Session) platform() pipeline.Platform {
 	p.AllUnixSockets = s.st.AllowAllUnixSockets.Or(false)
 	p.LocalBinding = s.st.AllowLocalBinding.Or(false)
 	p.WeakerNetworkIsolation = s.st.EnableWeakerNetworkIsolation.Or(false)
+	p.MachLookup, _ = pipeline.CheckMachServices(s.st.AllowMachLookup) // build refuses a bad one
 	return p
 }
 

@@ -196,3 +196,22 @@ func TestSessionApprovalScope(t *testing.T) {
 		t.Errorf("asked %q, want %q", asked, want)
 	}
 }
+
+// allowMachLookup: a service through which a command could leave the
+// sandbox is refused with the file's name; a good one is carried to the
+// platform (Linux ignores it with a warning, macOS opens it).
+func TestAllowMachLookup(t *testing.T) {
+	s := open(t, `{"sandbox": {"network": {"allowMachLookup": ["com.apple.lsd.*"]}}}`, &fake{}, nil)
+	if _, err := s.Run(context.Background(), Command{Shell: "true"}, pipeline.Stdio{}); err == nil ||
+		!strings.Contains(err.Error(), "settings.json") || !strings.Contains(err.Error(), "com.apple.lsd.mapdb") {
+		t.Errorf("a refused service: %v", err)
+	}
+	f := &fake{}
+	s = open(t, `{"sandbox": {"network": {"allowMachLookup": ["com.apple.SecurityServer"]}}}`, f, nil)
+	if _, err := s.Run(context.Background(), Command{Shell: "true"}, pipeline.Stdio{}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.spec.Platform.MachLookup, []string{"com.apple.SecurityServer"}) {
+		t.Errorf("platform: %+v", f.spec.Platform)
+	}
+}

@@ -156,7 +156,10 @@ type Settings struct {
 	// Unix sockets outside the sandbox the command may connect to (all of
 	// them with AllowAllUnixSockets); macOS only: localhost binding, and
 	// trustd lookups for Go TLS clients.
-	AllowUnixSockets             []Entry
+	AllowUnixSockets []Entry
+	// AllowMachLookup are extra Mach services (macOS; a trailing * is a
+	// prefix): sandbox.network.allowMachLookup and sandbox.allowMachLookup.
+	AllowMachLookup              []Entry
 	AllowAllUnixSockets          Bool
 	AllowLocalBinding            Bool
 	EnableWeakerNetworkIsolation Bool
@@ -605,6 +608,8 @@ func (s *Settings) apply(f *File) {
 	boolKey("sandbox.filesystem.allowManagedReadPathsOnly", &s.AllowManagedReadPathsOnly)
 	listKey("sandbox.network.allowedDomains", &s.AllowedDomains)
 	listKey("sandbox.network.allowUnixSockets", &s.AllowUnixSockets)
+	listKey("sandbox.network.allowMachLookup", &s.AllowMachLookup)
+	listKey("sandbox.allowMachLookup", &s.AllowMachLookup)
 	boolKey("sandbox.network.allowAllUnixSockets", &s.AllowAllUnixSockets)
 	boolKey("sandbox.network.allowLocalBinding", &s.AllowLocalBinding)
 	boolKey("sandbox.enableWeakerNetworkIsolation", &s.EnableWeakerNetworkIsolation)

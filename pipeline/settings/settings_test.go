@@ -125,13 +125,18 @@ func TestWarnings(t *testing.T) {
 	}
 	all := strings.Join(got, "\n")
 	for _, want := range []string{"bogus: unknown key", "enableWeakerNestedSandbox: not supported", "allowManagedReadPathsOnly: only honoured in managed",
-		"hooks.SomethingNew: unknown hook event", "sandbox.network.allowMachLookup: not supported, ignored (macOS only)"} {
+		"hooks.SomethingNew: unknown hook event"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings %q lack %q", all, want)
 		}
 	}
 	if strings.Contains(all, "theme") {
 		t.Errorf("known key theme warned about: %q", all)
+	}
+	// allowMachLookup is read (macOS honours it; the session warns where
+	// the platform does not).
+	if len(s.AllowMachLookup) != 1 || s.AllowMachLookup[0].Value != "com.apple.x" || strings.Contains(all, "allowMachLookup") {
+		t.Errorf("allowMachLookup: %v, warnings %q", s.AllowMachLookup, all)
 	}
 }
 
