@@ -116,6 +116,11 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if limitWarn != "" {
 		res.Warnings = append(res.Warnings, limitWarn)
 	}
+	if s.Net != nil {
+		if n := goTLSNote(s.Secrets); n != "" {
+			res.Warnings = append(res.Warnings, n)
+		}
+	}
 	group := func(sig os.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal)) }
 	sv := pipeline.Supervision{Timeout: s.Timeout, Signal: group, Kill: func() { group(syscall.SIGKILL) }}
 	_, timedOut, ctxErr := sv.Supervise(ctx, exited)
