@@ -21,6 +21,9 @@ type Redactor struct {
 	// longest is the longest's length.
 	forms   []string
 	longest int
+	// to are the forms' replacements, by form (for a cut-off form at the
+	// end of a stream).
+	to map[string]string
 }
 
 // encodings are the forms of a value a redactor looks for.
@@ -68,20 +71,20 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 	}
 	// Longest first, so an encoding is not half-replaced by a shorter form.
 	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i].s) > len(forms[j].s) })
-	seen := map[string]bool{}
+	to := map[string]string{}
 	var pairs, found []string
 	for _, f := range forms {
-		if seen[f.s] {
+		if _, seen := to[f.s]; seen {
 			continue
 		}
-		seen[f.s] = true
+		to[f.s] = f.to
 		pairs = append(pairs, f.s, f.to)
 		found = append(found, f.s)
 	}
 	if len(pairs) == 0 {
 		return &Redactor{}
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0])}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0]), to: to}
 }
 
 // heldTail returns how many bytes at the end of s could begin a secret
@@ -101,9 +104,18 @@ func (r *Redactor) heldTail(s string) int {
 	return keep
 }
 
-// Redact returns s with every secret form replaced.
+// Redact returns s with every secret form replaced, and a beginning of
+// one at its very end (a value cut off) too.
 func (r *Redactor) Redact(s string) string {
-	if r == nil || r.r == nil || !r.anyForm(s) {
+	if r == nil || r.r == nil {
+		return s
+	}
+	return r.redactCut(r.replace(s))
+}
+
+// replace returns s with every whole secret form replaced.
+func (r *Redactor) replace(s string) string {
+	if !r.anyForm(s) {
 		return s
 	}
 	return r.r.Replace(s)
@@ -175,7 +187,7 @@ func (rw *redactWriter) Write(p []byte) (int, error) {
 	if len(rw.pending) == 0 {
 		rw.pending = append(rw.pending, p...)
 	}
-	red := rw.r.Redact(string(rw.pending))
+	red := rw.r.replace(string(rw.pending))
 	// Hold back only a tail that could be the start of a secret.
 	cut := len(red) - rw.r.heldTail(red)
 	if _, err := io.WriteString(rw.w, red[:cut]); err != nil {
@@ -191,6 +203,33 @@ func (rw *redactWriter) Close() error {
 	_, err := io.WriteString(rw.w, rw.r.Redact(string(rw.pending)))
 	rw.pending = nil
 	return err
+}
+
+// minCut is the shortest beginning of a secret's form replaced at the end
+// of a stream: shorter ones are too often ordinary text (or a token kind's
+// public prefix).
+const minCut = 6
+
+// redactCut replaces a beginning of a secret's form that ends s (a value
+// cut off at the end of a stream: a truncated echo, a range) with the
+// same beginning of its replacement, or the whole replacement when the
+// two differ in length.
+func (r *Redactor) redactCut(s string) string {
+	k := r.heldTail(s)
+	if k < minCut {
+		return s
+	}
+	tail := s[len(s)-k:]
+	for _, f := range r.forms {
+		if strings.HasPrefix(f, tail) {
+			to := r.to[f]
+			if len(to) == len(f) {
+				return s[:len(s)-k] + to[:k]
+			}
+			return s[:len(s)-k] + to
+		}
+	}
+	return s
 }
 
 // Reader returns a reader of src's bytes, redacted as they stream; a

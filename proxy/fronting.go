@@ -212,6 +212,28 @@ func (f *firstCheck) feed(p []byte) ([]byte, error) {
 	return out, nil
 }
 
+// finish decides on what is held when the client's side has ended: a
+// complete first message is checked as usual; an incomplete one that
+// starts like HTTP is refused (its Host could not be read), anything else
+// passes.
+func (f *firstCheck) finish() ([]byte, error) {
+	f.done = true
+	err := CheckFirstBytes(f.pending, f.host)
+	if errors.Is(err, errNeedMore) {
+		err = nil
+		if yes, _ := httpStart(f.pending); yes && f.pending[0] != 0x16 {
+			err = &FrontingError{Decided: f.host.String(), Named: "(an HTTP request cut off by the end of the stream)"}
+		}
+	}
+	f.err = err
+	out := f.pending
+	f.pending = nil
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // tunnelStream checks a plaintext HTTP stream inside a tunnel request by
 // request: every head (keep-alive, pipelined, any method, after empty
 // lines) must name the tunnel's host, or the tunnel is cut.

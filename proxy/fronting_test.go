@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -235,5 +236,58 @@ func TestHTTPStart(t *testing.T) {
 		if yes != tc.yes || more != tc.more {
 			t.Errorf("httpStart(%q) = %v, %v; want %v, %v", tc.in, yes, more, tc.yes, tc.more)
 		}
+	}
+}
+
+// A short first message and a half-close (ping, then shutdown(SHUT_WR)):
+// the bytes held for the first-message check reach the server when the
+// client ends its side, over CONNECT and SOCKS5 (they were dropped).
+func TestTunnelHalfCloseFlushesHeldBytes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, _ := io.ReadAll(c) // until the client's half-close
+				c.Write(append([]byte("echo:"), b...))
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	h := newHarness(t, []string{"127.0.0.1"}, nil)
+	for _, proto := range []string{"connect", "socks5"} {
+		var c net.Conn
+		if proto == "connect" {
+			c = h.dial()
+			fmt.Fprintf(c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port, port)
+			br := bufio.NewReader(c)
+			if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "HTTP/1.1 200") {
+				t.Fatalf("CONNECT reply %q", line)
+			}
+			for line, _ := br.ReadString('\n'); line != "\r\n" && line != ""; line, _ = br.ReadString('\n') {
+			}
+		} else {
+			var code byte
+			code, c = h.socks("127.0.0.1", port)
+			if code != socksSucceeded {
+				t.Fatalf("socks reply %d", code)
+			}
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte("ping"))
+		c.(interface{ CloseWrite() error }).CloseWrite()
+		got, _ := io.ReadAll(c)
+		if string(got) != "echo:ping" {
+			t.Errorf("%s: %q, want echo:ping", proto, got)
+		}
+		c.Close()
 	}
 }

@@ -51,15 +51,11 @@ func (s *Server) boundTo(h netrules.Host, port int) []*creds.Secret {
 // deflate if the host compressed it anyway). A body in another encoding
 // cannot be searched: an error, and the response is not passed on.
 func restoreResponse(resp *http.Response, red *creds.Redactor) error {
-	for k, vs := range resp.Header {
-		for i, v := range vs {
-			vs[i] = red.Redact(v)
-		}
-		resp.Header[k] = vs
-	}
+	resp.Status = red.Redact(resp.Status)
+	redactHeader(resp.Header, red)
 	body := resp.Body
-	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
+	switch enc := contentEncoding(resp.Header); enc {
+	case "":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
@@ -78,8 +74,52 @@ func restoreResponse(resp *http.Response, red *creds.Redactor) error {
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
-	resp.Body = red.Reader(body)
+	resp.Body = trailerRedactor{red.Reader(body), resp, red}
 	return nil
+}
+
+// redactHeader replaces the real values in h's names and values.
+func redactHeader(h http.Header, red *creds.Redactor) {
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = red.Redact(v)
+		}
+		if nk := red.Redact(k); nk != k {
+			delete(h, k)
+			h[nk] = append(h[nk], vs...)
+		}
+	}
+}
+
+// contentEncoding is the response's one content coding ("" for none or
+// identity), from every Content-Encoding line; more than one coding is
+// returned as they are, which no case of restoreResponse accepts.
+func contentEncoding(h http.Header) string {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return strings.Join(codings, ", ")
+}
+
+// trailerRedactor redacts the response's trailers when its body ends:
+// they arrive after the body, and are passed on after it.
+type trailerRedactor struct {
+	io.ReadCloser
+	resp *http.Response
+	red  *creds.Redactor
+}
+
+func (t trailerRedactor) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err != nil {
+		redactHeader(t.resp.Trailer, t.red)
+	}
+	return n, err
 }
 
 // readCloser reads from a decoder and closes the body under it.

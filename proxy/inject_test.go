@@ -268,3 +268,62 @@ func TestBoundPort(t *testing.T) {
 		}
 	}
 }
+
+// trailerBody sets the response's trailers when it ends, as net/http's
+// chunked reader does.
+type trailerBody struct {
+	io.Reader
+	resp *http.Response
+	set  http.Header
+}
+
+func (b trailerBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		for k, v := range b.set {
+			b.resp.Trailer[k] = v
+		}
+	}
+	return n, err
+}
+
+func (trailerBody) Close() error { return nil }
+
+// Every place a bound host's response can carry the real value back gets
+// the placeholder: the status line's reason, header names and values,
+// trailers, a value cut off at the end of the body; a coding hidden
+// behind an identity line is refused (found by the red team).
+func TestRestoreResponseEverywhere(t *testing.T) {
+	const real = "REALsecret0123456789abcdef"
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"api.example.test"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	red := creds.NewPlaceholderRedactor(res.Secrets)
+	resp := &http.Response{Status: "200 " + real, Header: http.Header{"X-" + real: {"1"}, "X-Echo": {"v=" + real}}, Trailer: http.Header{}}
+	resp.Body = trailerBody{strings.NewReader("cut " + real[:20]), resp, http.Header{"X-Trailer": {real}}}
+	if err := restoreResponse(resp, red); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	var all strings.Builder
+	fmt.Fprintf(&all, "%s %v %v %s", resp.Status, resp.Header, resp.Trailer, body)
+	if strings.Contains(all.String(), real) || strings.Contains(all.String(), real[:20]) || resp.Trailer.Get("X-Trailer") == "" {
+		t.Errorf("the real value came back: %s", all.String())
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("v=" + real))
+	zw.Close()
+	hidden := &http.Response{Header: http.Header{"Content-Encoding": {"identity", "gzip"}}, Body: io.NopCloser(&gz)}
+	if err := restoreResponse(hidden, red); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(hidden.Body); strings.Contains(string(b), real) || !strings.HasPrefix(string(b), "v=") {
+		t.Errorf("a gzip body behind an identity line: %q", b)
+	}
+	two := &http.Response{Header: http.Header{"Content-Encoding": {"gzip", "br"}}, Body: io.NopCloser(strings.NewReader("x"))}
+	if err := restoreResponse(two, red); err == nil {
+		t.Error("two codings were passed unsearched")
+	}
+}

@@ -327,6 +327,26 @@ func (c *frontConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite and CloseRead let goproxy half-close a tunnel, so a client
+// that shuts down its sending side still gets its answer (and the bytes
+// it sent last are flushed upstream).
+func (c *frontConn) CloseWrite() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		return hc.CloseWrite()
+	}
+	return c.Close()
+}
+
+// CloseRead: see CloseWrite.
+func (c *frontConn) CloseRead() error {
+	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return hc.CloseRead()
+	}
+	return nil
+}
+
 // target is an authorised destination: the name as asked, and the
 // addresses it may be reached at.
 type target struct {
@@ -535,10 +555,34 @@ func (c *countConn) CloseWrite() error {
 	if st := c.stream.Load(); st != nil {
 		return st.CloseWrite()
 	}
+	if err := c.flushHeld(); err != nil {
+		return err
+	}
 	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return hc.CloseWrite()
 	}
 	return nil
+}
+
+// flushHeld decides on first bytes still held when the client ends its
+// side (a short message, then a half-close): they can no longer grow into
+// a head the check could read, so HTTP-looking bytes are refused and
+// others pass.
+func (c *countConn) flushHeld() error {
+	if c.check == nil || c.check.done || len(c.check.pending) == 0 {
+		return nil
+	}
+	out, err := c.check.finish()
+	if err != nil {
+		if c.refused != nil {
+			c.refused(err)
+		}
+		c.Conn.Close()
+		return err
+	}
+	n, err := c.Conn.Write(out)
+	c.up.Add(int64(n))
+	return err
 }
 
 // CloseRead implements half-close for goproxy's tunnel.
