@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind is the JSON type of a [Node].
@@ -86,6 +87,20 @@ func posAt(data []byte, off int64) Pos {
 // error: JSON leaves their meaning open, and a security setting must not
 // depend on which copy a reader keeps.
 func ParseJSON(file string, data []byte) (*Node, error) {
+	// JSON text is UTF-8; a decoder would turn a stray byte into U+FFFD,
+	// and a path holding one would name another file (the real one would
+	// go unprotected): refused, where it is.
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, size := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			off += size
+		}
+		return nil, &ParseError{File: file, Pos: posAt(data, int64(off)), Msg: "not valid UTF-8 (JSON text must be; a path whose name is not UTF-8 cannot be written here: rename it, or match it with a wildcard)"}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	p := &jsonParser{file: file, data: data, dec: dec}

@@ -55,6 +55,9 @@ func TestParseErrorsNameFileLineColumn(t *testing.T) {
 		{"truncated", "{\"sandbox\": {", "unexpected end of file"},
 		{"duplicate key", "{\"sandbox\": {}, \"sandbox\": {}}", "duplicate key \"sandbox\""},
 		{"trailing data", "{} {}", "unexpected data after"},
+		// A denyWrite path with a byte that is not UTF-8 was read as
+		// another path (U+FFFD), and the real directory stayed writable.
+		{"not UTF-8", "{\"sandbox\": {\"filesystem\": {\"denyWrite\": [\"./prot\xff\"]}}}", "/proj/.sbx/settings.json:1:50: invalid JSON: not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
