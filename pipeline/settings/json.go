@@ -144,6 +144,33 @@ func (p *jsonParser) start() Pos {
 	return posAt(p.data, off)
 }
 
+// replacementChar returns the first string (key or value) under n that
+// holds U+FFFD, or nil.
+func replacementChar(n *Node) *Node {
+	switch n.Kind {
+	case KindString:
+		if strings.ContainsRune(n.Str, utf8.RuneError) {
+			return n
+		}
+	case KindArray:
+		for _, e := range n.Elems {
+			if r := replacementChar(e); r != nil {
+				return r
+			}
+		}
+	case KindObject:
+		for _, k := range n.Keys {
+			if strings.ContainsRune(k, utf8.RuneError) {
+				return n
+			}
+			if r := replacementChar(n.Fields[k]); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
 func (p *jsonParser) value() (*Node, error) {
 	pos := p.start()
 	tok, err := p.dec.Token()

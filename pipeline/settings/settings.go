@@ -395,6 +395,9 @@ func Load(o Options) (*Settings, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n := replacementChar(root); n != nil {
+			return nil, &ParseError{File: c.path, Pos: n.Pos, Msg: "a string holds U+FFFD (from an escape that is not a character, such as a lone \\udcff): it would name another path than the one meant; rename the file, or match it with a wildcard"}
+		}
 		f := &File{Path: c.path, Level: c.level, Claude: c.claude, Root: root}
 		switch {
 		case c.level.IsProject() || c.inline != nil:

@@ -57,6 +57,7 @@ func TestParseErrorsNameFileLineColumn(t *testing.T) {
 		{"trailing data", "{} {}", "unexpected data after"},
 		// A denyWrite path with a byte that is not UTF-8 was read as
 		// another path (U+FFFD), and the real directory stayed writable.
+		{"lone surrogate", "{\"sandbox\": {\"filesystem\": {\"denyWrite\": [\"./prot\\udcff\"]}}}", "U+FFFD"},
 		{"not UTF-8", "{\"sandbox\": {\"filesystem\": {\"denyWrite\": [\"./prot\xff\"]}}}", "/proj/.sbx/settings.json:1:50: invalid JSON: not valid UTF-8"},
 	}
 	for _, tt := range tests {
