@@ -64,6 +64,12 @@ func main() {
 	if v, ok := num(`sbx with a disk budget / sbx: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"start-up: with --max-disk / without", v, ""})
 	}
+	if v, ok := num(`warm serve call / raw bwrap: ([0-9.]+)×`, s); ok {
+		bars = append(bars, bar{"tool call: warm sbx serve / raw bwrap", v, "lower is better"})
+	}
+	if v, ok := num(`cold .sbx tool. / warm serve call: ([0-9.]+)×`, s); ok {
+		bars = append(bars, bar{"tool call: cold sbx tool / warm sbx serve", v, "higher means warm calls gain more"})
+	}
 	for _, row := range []string{"sbx HTTP proxy", "sbx CONNECT \\(HTTPS\\)", "sbx SOCKS5", "sbx TLS-terminated \\(HTTPS, injected token\\)", "srt HTTP proxy", "srt CONNECT \\(HTTPS\\)"} {
 		if v, ok := num(`\| `+row+` \| [0-9.]+ \| ([0-9.]+)% \|`, p); ok {
 			bars = append(bars, bar{"throughput: " + strings.ReplaceAll(row, `\`, "") + " / direct", v / 100, ""})
