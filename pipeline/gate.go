@@ -148,9 +148,12 @@ type Gate struct {
 	HookRunner       HookRunner
 	SessionID        string
 	rules            []*Rule
-	workDirs         []string
-	excluded         []*regexp.Regexp
-	Warnings         []string
+	// bashAllow are the Bash allow rules among rules, in order (the
+	// loop that vouches for every subcommand reads only those).
+	bashAllow []*Rule
+	workDirs  []string
+	excluded  []*regexp.Regexp
+	Warnings  []string
 }
 
 // NewGate compiles the rules of the settings. A rule that cannot be parsed
@@ -194,6 +197,9 @@ func NewGate(o GateOptions) (*Gate, error) {
 			r.pathRule.anchor = ""
 		}
 		g.rules = append(g.rules, r)
+		if r.Behavior == BehaviorAllow && r.Tool == "Bash" {
+			g.bashAllow = append(g.bashAllow, r)
+		}
 	}
 	g.workDirs = []string{g.Cwd}
 	for _, d := range o.Settings.Perm.AdditionalDirectories {

@@ -147,10 +147,7 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 			return nil, false
 		}
 		if !covered {
-			for _, r := range g.rules {
-				if r.Behavior != BehaviorAllow || r.Tool != "Bash" {
-					continue
-				}
+			for _, r := range g.bashAllow {
 				if !r.HasSpec && r.Param == "" {
 					covered, last = true, r
 					break
