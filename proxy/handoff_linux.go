@@ -19,12 +19,11 @@ import (
 // across network namespaces). Only connected TCP stream sockets are taken;
 // any other descriptor is closed.
 type HandoffListener struct {
-	ln    *net.UnixListener
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	peers map[*net.UnixConn]bool
+	*chanListener // Accept: the connections handed over
+	ln            *net.UnixListener
+	once          sync.Once
+	mu            sync.Mutex
+	peers         map[*net.UnixConn]bool
 }
 
 // ListenHandoff listens for handing-over peers at path.
@@ -33,7 +32,7 @@ func ListenHandoff(path string) (*HandoffListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &HandoffListener{ln: ln, conns: make(chan net.Conn), done: make(chan struct{}), peers: map[*net.UnixConn]bool{}}
+	h := &HandoffListener{chanListener: newChanListener(), ln: ln, peers: map[*net.UnixConn]bool{}}
 	go h.acceptPeers()
 	return h, nil
 }
@@ -85,9 +84,7 @@ func (h *HandoffListener) receive(p *net.UnixConn) {
 			if c == nil {
 				continue
 			}
-			select {
-			case h.conns <- c:
-			case <-h.done:
+			if !h.deliver(c) {
 				c.Close()
 				return
 			}
@@ -129,21 +126,11 @@ func streamConn(fd int) net.Conn {
 	return c
 }
 
-// Accept returns the next connection handed over.
-func (h *HandoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-h.conns:
-		return c, nil
-	case <-h.done:
-		return nil, net.ErrClosed
-	}
-}
-
 // Close stops listening and hangs up on every peer.
 func (h *HandoffListener) Close() error {
 	h.once.Do(func() {
 		h.mu.Lock()
-		close(h.done)
+		h.chanListener.Close()
 		for p := range h.peers {
 			p.Close()
 		}
