@@ -25,14 +25,11 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		return code, err
 	}
 	t.nonInteractive = true
-	s, err := t.open(stderr, true)
+	s, err := t.openServer(stderr)
 	if err != nil {
 		return exitSbxError, err
 	}
 	defer s.Close()
-	if err := s.Prepare(); err != nil {
-		return exitSbxError, err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = s.MCPServer(versionString()).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})

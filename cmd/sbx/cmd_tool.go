@@ -117,6 +117,21 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 	return 0, nil
 }
 
+// openServer opens a long-lived session (serve, mcp) and prepares it, so
+// that bad settings fail at start-up and the first call's sandbox is
+// launched; the caller closes it.
+func (t *toolFlags) openServer(stderr io.Writer) (*session.Session, error) {
+	s, err := t.open(stderr, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Prepare(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 // call runs one tool_use, traced on stderr with --debug.
 func (t *toolFlags) call(ctx context.Context, s *session.Session, raw []byte, stderr io.Writer) *pipeline.ToolResult {
 	var tr *pipeline.Trace
@@ -144,14 +159,11 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		}
 		return code, err
 	}
-	s, err := t.open(stderr, true)
+	s, err := t.openServer(stderr)
 	if err != nil {
 		return exitSbxError, err
 	}
 	defer s.Close()
-	if err := s.Prepare(); err != nil {
-		return exitSbxError, err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lines := readLines(stdin)
