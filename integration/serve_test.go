@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,24 +21,8 @@ import (
 func TestServeHoldsSteady(t *testing.T) {
 	e := newEnv(t)
 	requireCgroupLimits(t, e)
-	cmd := exec.Command(sbxBin, "serve")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewScanner(outPipe)
-	out.Buffer(make([]byte, 1<<20), 1<<20)
+	srv := e.startServe()
+	cmd, in, out, stderr := srv.cmd, srv.in, srv.out, srv.stderr
 	const calls = 1000
 	var fds, rss [2]int
 	for i := range calls {
@@ -78,23 +63,8 @@ func TestServeHoldsSteady(t *testing.T) {
 // ended) are warm, and answer as a cold `sbx tool` does.
 func TestServeCallsAreWarm(t *testing.T) {
 	e := newEnv(t)
-	cmd := exec.Command(sbxBin, "serve", "--debug")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewScanner(outPipe)
+	srv := e.startServe("--debug")
+	cmd, in, out, stderr := srv.cmd, srv.in, srv.out, srv.stderr
 	const call = `{"type":"tool_use","id":"w","name":"Bash","input":{"command":"echo out; echo err >&2; exit 3"}}`
 	var results []string
 	for range 2 {
@@ -123,6 +93,40 @@ func TestServeCallsAreWarm(t *testing.T) {
 	}
 }
 
+// server is a running sbx serve: its stdin, its stdout line by line (lines
+// up to 1 MiB), its stderr (read it once the server has exited).
+type server struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr *strings.Builder
+}
+
+// startServe starts sbx serve with args in the workspace; it is killed
+// when the test ends.
+func (e *env) startServe(args ...string) *server {
+	e.t.Helper()
+	cmd := exec.Command(sbxBin, append([]string{"serve"}, args...)...)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv := &server{cmd: cmd, in: in, stderr: &strings.Builder{}}
+	cmd.Stderr = srv.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cmd.Process.Kill() })
+	srv.out = bufio.NewScanner(outPipe)
+	srv.out.Buffer(make([]byte, 1<<20), 1<<20)
+	return srv
+}
+
 func fdCount(pid int) int {
 	ents, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	return len(ents)
@@ -143,26 +147,14 @@ func rssKiB(pid int) int {
 // and the warm sandbox is thrown away (no run directory is left).
 func TestServeStopsOnSIGTERM(t *testing.T) {
 	e := newEnv(t)
-	cmd := exec.Command(sbxBin, "serve")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	srv := e.startServe()
+	cmd, in := srv.cmd, srv.in
 	time.Sleep(500 * time.Millisecond) // the warm sandbox is launched
 	fmt.Fprintln(in, `{"type":"tool_use","id":"s","name":"Bash","input":{"command":"sleep 30"}}`)
 	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
-	out := bufio.NewScanner(outPipe)
+	out := srv.out
 	if !out.Scan() || !strings.Contains(out.Text(), `"tool_use_id":"s"`) || !strings.Contains(out.Text(), `"is_error":true`) {
 		t.Errorf("the call under way was not answered: %q", out.Text())
 	}
@@ -179,21 +171,8 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 // (warm or not), as from a fresh sbx tool.
 func TestServeHidesDenyReadThatAppears(t *testing.T) {
 	e := newEnv(t)
-	cmd := exec.Command(sbxBin, "serve", "--settings", `{"permissions":{"deny":["Read(./.env)"]}}`)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewScanner(outPipe)
+	srv := e.startServe("--settings", `{"permissions":{"deny":["Read(./.env)"]}}`)
+	cmd, in, out := srv.cmd, srv.in, srv.out
 	// The name is built at run time: the gate cannot see it, the sandbox must.
 	const call = `{"type":"tool_use","id":"r%d","name":"Bash","input":{"command":"f=.en; cat ${f}v || echo absent"}}`
 	fmt.Fprintf(in, call+"\n", 1)
