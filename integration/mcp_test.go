@@ -35,13 +35,7 @@ func TestMCPServerWithGoClient(t *testing.T) {
 	e.write("../home/.config/sbx/settings.json", `{"permissions": {"deny": ["Bash(touch denied-by-rule)", "Read(//etc/shadow)"], "ask": ["Bash(touch asked)"]}}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.Command(sbxBin, "mcp")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := e.connectMCP(ctx, nil)
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +146,7 @@ func TestMCPAsksThroughElicitation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var asked []string
-	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			msg := req.Params.Message
 			asked = append(asked, msg)
@@ -166,13 +160,8 @@ func TestMCPAsksThroughElicitation(t *testing.T) {
 			}
 			return &mcp.ElicitResult{Action: "decline"}, nil
 		},
-	})
-	cmd := exec.Command(sbxBin, "mcp")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
+	cs := e.connectMCP(ctx, opts)
 	defer cs.Close()
 	for _, c := range []string{"touch asked-yes", "touch asked-no", "touch asked-false", "touch asked-session", "touch asked-session"} {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": c}}); err != nil {
@@ -197,18 +186,13 @@ func TestMCPApprovalIsSingleUse(t *testing.T) {
 	e.write("../home/.config/sbx/settings.json", `{"permissions": {"ask": ["Bash(touch asked-*)"]}}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "decline"}, nil
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-	})
-	cmd := exec.Command(sbxBin, "mcp")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
+	cs := e.connectMCP(ctx, opts)
 	defer cs.Close()
 	bash := func(command, state string) *mcp.CallToolResult {
 		t.Helper()
@@ -246,4 +230,18 @@ func TestMCPApprovalIsSingleUse(t *testing.T) {
 			t.Errorf("%s exists on the host", f)
 		}
 	}
+}
+
+// connectMCP starts sbx mcp in the workspace and connects the SDK's client
+// (with opts) to it.
+func (e *env) connectMCP(ctx context.Context, opts *mcp.ClientOptions) *mcp.ClientSession {
+	e.t.Helper()
+	cmd := exec.Command(sbxBin, "mcp")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	client := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "v0"}, opts)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cs
 }
