@@ -120,7 +120,7 @@ type TxReport struct {
 }
 
 // stamp records that the helper's phase name ended at t.
-func (rep *TxReport) stamp(_ *TxSpec, name string, t time.Time) {
+func (rep *TxReport) stamp(name string, t time.Time) {
 	rep.Stamps = append(rep.Stamps, pipeline.Stamp{Name: "helper: " + name, Time: t.UnixNano()})
 }
 
@@ -170,8 +170,8 @@ func TxHelper(args []string) int {
 	spec.term = term
 	read := time.Now()
 	rep, status := runTx(&spec)
-	rep.stamp(&spec, "running (the runtime's start)", started)
-	rep.stamp(&spec, "spec read", read)
+	rep.stamp("running (the runtime's start)", started)
+	rep.stamp("spec read", read)
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
 		fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
 	}
@@ -207,7 +207,7 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 			rep.Error = "run directory: " + err.Error()
 			return rep, ExitInitFailed
 		}
-		rep.stamp(spec, "run recorded", time.Now())
+		rep.stamp("run recorded", time.Now())
 	}
 	t, err := setupTx(spec, spec.Size)
 	if err != nil && spec.Size > 0 && spec.BestEffort && len(spec.FallbackArgs) > 0 {
@@ -229,14 +229,14 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	if spec.Probe {
 		return rep, 0
 	}
-	rep.stamp(spec, "overlays mounted", time.Now())
+	rep.stamp("overlays mounted", time.Now())
 	// Nothing of the helper's capabilities may reach bubblewrap: it must
 	// see a plain user starting it.
 	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0)
-	rep.stamp(spec, "capabilities cleared", time.Now())
+	rep.stamp("capabilities cleared", time.Now())
 	status := runBwrap(spec)
 	rep.Status = &status
-	rep.stamp(spec, "bubblewrap exited", time.Now())
+	rep.stamp("bubblewrap exited", time.Now())
 	if t.budget {
 		var st unix.Statfs_t
 		if unix.Fstatfs(t.stageFD, &st) == nil {
@@ -246,9 +246,9 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	}
 	t.unmountRoots()
 	rep.Merge = t.merge(spec, spec.startClock(clock))
-	rep.stamp(spec, "merged", time.Now())
+	rep.stamp("merged", time.Now())
 	finishTx(spec, t, rep)
-	rep.stamp(spec, "report saved, stage removed", time.Now())
+	rep.stamp("report saved, stage removed", time.Now())
 	return rep, status
 }
 
