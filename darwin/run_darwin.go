@@ -44,18 +44,16 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		}
 		limitWarn = "default limits not enforced: " + msg
 	}
-	tmp, err := os.MkdirTemp("", "sbx-run-")
+	dirs, dirsWarn, err := runDirs()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
-		return nil, err
-	}
-	in := ProfileInput{FS: s.FS, TmpDir: tmp, UnixSockets: s.Platform.UnixSockets, EvalSymlinks: filepath.EvalSymlinks,
+	defer dirs.Remove()
+	tmp := dirs.Temp
+	in := ProfileInput{FS: s.FS, TmpDir: tmp, UserCacheDir: dirs.Cache, UnixSockets: s.Platform.UnixSockets, EvalSymlinks: filepath.EvalSymlinks,
 		LocalBinding: s.Platform.LocalBinding, TrustdLookup: s.Platform.WeakerNetworkIsolation, MachLookup: s.Platform.MachLookup}
 	marker := "TMPDIR=" + tmp + "/"
-	env := append(append([]string(nil), s.Env...), marker)
+	env := append(append([]string(nil), s.Env...), dirs.Env()...)
 	var blocked proxy.Blocked
 	if s.Net != nil {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -113,8 +111,10 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	res := &pipeline.Result{}
-	if limitWarn != "" {
-		res.Warnings = append(res.Warnings, limitWarn)
+	for _, w := range []string{limitWarn, dirsWarn} {
+		if w != "" {
+			res.Warnings = append(res.Warnings, w)
+		}
 	}
 	if s.Net != nil {
 		if n := goTLSNote(s.Secrets); n != "" {
@@ -237,4 +237,33 @@ func killStragglers(marker string) int {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return killed
+}
+
+// runDirs makes the run's private folders in the per-user temporary and
+// cache directories (see [RunDirs]). Where those cannot be found, the run
+// gets a private TMPDIR alone, and a warning: the tools that write to the
+// per-user directories whatever TMPDIR says (xcrun, clang, Foundation)
+// will be refused.
+func runDirs() (*RunDirs, string, error) {
+	u, err := FindUserDirs(os.Getenv("TMPDIR"), func(name string) (string, error) {
+		out, err := exec.Command("/usr/bin/getconf", name).Output()
+		return string(out), err
+	})
+	if err == nil {
+		d, err := NewRunDirs(u, filepath.EvalSymlinks)
+		if err == nil {
+			return d, "", nil
+		}
+	}
+	warn := fmt.Sprintf("the per-user temporary and cache directories were not usable (%v): xcrun, clang and Foundation's atomic writes will be refused there", err)
+	tmp, err := os.MkdirTemp("", "sbx-run-")
+	if err != nil {
+		return nil, "", err
+	}
+	real, err := filepath.EvalSymlinks(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, "", err
+	}
+	return &RunDirs{Temp: real}, warn, nil
 }

@@ -18,6 +18,9 @@ type ProfileInput struct {
 	FS *fsrules.Policy
 	// TmpDir is the run's private temporary directory (TMPDIR), writable.
 	TmpDir string
+	// UserCacheDir is the run's private folder in the per-user cache
+	// directory (see [RunDirs]), writable; "" when there is none.
+	UserCacheDir string
 	// ProxyPort is the proxy's port on localhost; 0 means no network.
 	ProxyPort int
 	// UnixSockets are socket paths (or directories of them) the command
@@ -463,8 +466,10 @@ func writableRoots(in ProfileInput) []string {
 	for _, r := range append(slices.Clone(in.FS.Writable), in.FS.Caches...) {
 		out = append(out, r.Path)
 	}
-	if in.TmpDir != "" {
-		out = append(out, in.TmpDir)
+	for _, d := range []string{in.TmpDir, in.UserCacheDir} {
+		if d != "" {
+			out = append(out, d)
+		}
 	}
 	return out
 }
@@ -583,7 +588,7 @@ func Profile(in ProfileInput) (string, error) {
 	p.rule("deny", "file-read*", subpaths(in.FS.DenyRead))
 	p.rule("allow", "file-read*", subpaths(in.FS.AllowRead))
 
-	p.comment("writes: the writable roots and the private TMPDIR only")
+	p.comment("writes: the writable roots and the run's private temporary and cache folders only")
 	var w [][2]string
 	for _, r := range append(slices.Clone(in.FS.Writable), in.FS.Caches...) {
 		kind := "subpath"
@@ -592,8 +597,10 @@ func Profile(in ProfileInput) (string, error) {
 		}
 		w = append(w, [2]string{kind, r.Path})
 	}
-	if in.TmpDir != "" {
-		w = append(w, [2]string{"subpath", in.TmpDir})
+	for _, d := range []string{in.TmpDir, in.UserCacheDir} {
+		if d != "" {
+			w = append(w, [2]string{"subpath", d})
+		}
 	}
 	for _, d := range devWrite {
 		w = append(w, [2]string{"literal", d})

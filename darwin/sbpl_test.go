@@ -32,7 +32,8 @@ func everyKey() ProfileInput {
 			DenyRead:       []fsrules.Path{p("/Users/dev/.ssh", true), p("/Users/dev/proj/.env", false)},
 			AllowRead:      []fsrules.Path{p("/Users/dev/.ssh/known_hosts", false)},
 		},
-		TmpDir:       "/private/var/folders/xy/T/sbx-run",
+		TmpDir:       "/private/var/folders/xy/zz/T/sbx-run-1",
+		UserCacheDir: "/private/var/folders/xy/zz/C/sbx-run-1",
 		ProxyPort:    40123,
 		UnixSockets:  []string{"/var/run/docker.sock"},
 		LocalBinding: true,
@@ -43,7 +44,7 @@ func everyKey() ProfileInput {
 func TestProfileGolden(t *testing.T) {
 	tests := map[string]ProfileInput{
 		"default": {FS: &fsrules.Policy{Workspace: "/Users/dev/proj", Writable: []fsrules.Path{{Path: "/Users/dev/proj", Exists: true, Dir: true}}},
-			TmpDir: "/private/var/folders/xy/T/sbx-run", ProxyPort: 40123},
+			TmpDir: "/private/var/folders/xy/zz/T/sbx-run-1", UserCacheDir: "/private/var/folders/xy/zz/C/sbx-run-1", ProxyPort: 40123},
 		"every-key":       everyKey(),
 		"deny-moves":      denyMoves(),
 		"unix-sockets":    socketsInput(),
@@ -89,7 +90,7 @@ func TestProfileMapping(t *testing.T) {
 		`(allow file-read*)`,
 		`(deny file-read*` + "\n" + `  (subpath "/Users/dev/.ssh")`,
 		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
-		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/T/sbx-run")`, `(literal "/Users/dev/notes.txt")`,
+		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/zz/T/sbx-run-1")`, `(subpath "/private/var/folders/xy/zz/C/sbx-run-1")`, `(literal "/Users/dev/notes.txt")`,
 		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new")` + "\n" + `  (literal "/Users/dev/proj/.env"))`,
 		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj/.env")` + "\n" + `  (literal "/Users/dev/proj")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
@@ -202,6 +203,24 @@ func checkAccess(t *testing.T, prof string, allow, deny []access) {
 			t.Errorf("%s %s (%s) allowed", a.op, a.path, a.vtype)
 		}
 	}
+}
+
+// The run's own folders in the per-user temporary and cache directories
+// are writable (xcrun_db, clang's module cache, Foundation's staging
+// folders land there through DIRHELPER_USER_DIR_SUFFIX); the rest of those
+// directories, shared by every process of the user, is not.
+func TestUserDirWrites(t *testing.T) {
+	prof, err := Profile(everyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := func(p string) access { return access{op: "file-write-create", path: p} }
+	checkAccess(t, prof,
+		[]access{w("/private/var/folders/xy/zz/T/sbx-run-1/xcrun_db-Q5a5z5VJ"),
+			w("/private/var/folders/xy/zz/C/sbx-run-1/org.llvm.clang.dev/ModuleCache/X.pcm"),
+			w("/private/var/folders/xy/zz/T/sbx-run-1/TemporaryItems/a")},
+		[]access{w("/private/var/folders/xy/zz/T/xcrun_db-Q5a5z5VJ"), w("/private/var/folders/xy/zz/C/org.llvm.clang.dev/ModuleCache/X.pcm"),
+			w("/private/var/folders/xy/zz/C/sbx-run-10/x"), w("/private/var/folders/xy/zz/T/sbx-run-2/x"), w("/tmp/xcrun_db-1")})
 }
 
 // Git's hooks and config cannot change in any git directory the command

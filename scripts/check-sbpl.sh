@@ -88,6 +88,21 @@ p = os.path.join(os.environ[\"TMPDIR\"], \"t.sock\")
 s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(1)
 c = socket.socket(socket.AF_UNIX); c.connect(p); print(\"unix-ok\")"' > unix.out 2>&1 || true
 check "Unix socket under TMPDIR" 'grep -q unix-ok unix.out'
+# The per-user directories: the xcrun shim behind /usr/bin/git writes its
+# xcrun_db there, clang its module cache (the run's own folders, through
+# DIRHELPER_USER_DIR_SUFFIX); the rest of T and C stays read-only and the
+# run's folders are gone after it.
+"$sbx" run --mode bypassPermissions -c 'git --version >/dev/null && echo xcrun-ok
+  t=$(getconf DARWIN_USER_TEMP_DIR); c=$(getconf DARWIN_USER_CACHE_DIR); echo "dirs $t $c"
+  touch "$t/x" && echo tmp-ok; touch "$c/x" && echo cache-ok
+  touch "$(dirname "$t")/sbx-escape" 2>/dev/null && echo shared-written
+  printf "@import Foundation;\nint main(void){return 0;}\n" > m.m
+  clang -fmodules -c m.m -o /dev/null && echo modules-ok; rm -f m.m' > userdirs.out 2>&1 || true
+check "xcrun shim without warnings" 'grep -q xcrun-ok userdirs.out && ! grep -q "confstr\|xcrun_db" userdirs.out'
+check "the run's per-user temp and cache folders writable" 'grep -q tmp-ok userdirs.out && grep -q cache-ok userdirs.out'
+check "the shared per-user folders read-only" '! grep -q shared-written userdirs.out && [ ! -e "$(getconf DARWIN_USER_TEMP_DIR)sbx-escape" ]'
+check "clang modules build" 'grep -q modules-ok userdirs.out || ! command -v clang >/dev/null'
+check "the run's folders removed" '! ls -d "$(getconf DARWIN_USER_TEMP_DIR)"sbx-run-* "$(getconf DARWIN_USER_CACHE_DIR)"sbx-run-* 2>/dev/null | grep -q .'
 # allowLocalBinding: a dev server is reached from inside; a 0.0.0.0 listener
 # is not reached from the LAN address (inbound is loopback only).
 lb='{"sandbox":{"network":{"allowLocalBinding":true}}}'

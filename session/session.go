@@ -453,6 +453,8 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		{"GOMODCACHE", "go-mod"},               // module downloads and the checksum database
 		{"BUN_INSTALL_CACHE_DIR", "bun"},
 		{"DENO_DIR", "deno"},
+		{"CLANG_MODULE_CACHE_PATH", "clang-modules"},        // clang's and Swift's module caches
+		{"SWIFTPM_MODULECACHE_OVERRIDE", "swiftpm-modules"}, // SwiftPM's
 	} {
 		// The host's XDG cache is read-only in the sandbox: always replaced.
 		if v.name != "XDG_CACHE_HOME" && s.getenv(v.name) != "" {
