@@ -217,7 +217,7 @@ func checkLimits() Check {
 		} else {
 			c.Detail = "--max-procs, --max-memory: NOT enforceable here (" + err.Error() + "); " + always
 		}
-		c.Fix = "run sbx in a cgroup v2 subtree delegated to you with pids and memory enabled (e.g. systemd-run --user --scope -p Delegate=yes)"
+		c.Fix = "run sbx as the only process of a cgroup v2 delegated to you: systemd-run --user --scope -p Delegate=yes sbx …; a CI runner without a user bus: see \"Resource limits\" in the README (sudo mkdir, chown and exec)"
 		return c
 	}
 	defer cg.remove()
