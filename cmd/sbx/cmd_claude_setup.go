@@ -17,14 +17,19 @@ import (
 // settings file, the one setting that runs every Bash call of Claude Code
 // in sbx (CLAUDE_CODE_SHELL_PREFIX).
 func cmdClaude(args []string, stdout, stderr io.Writer) (int, error) {
+	var user, write bool
+	f := pflag.NewFlagSet("claude", pflag.ContinueOnError)
+	f.SetOutput(stderr)
+	setUsage(f, stderr)
+	f.BoolVar(&user, "user", false, "for every project: ~/.claude/settings.json (default: this project's .claude/settings.local.json)")
+	f.BoolVar(&write, "write", false, "write the setting into the file instead of printing it")
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		f.Usage()
+		return 0, nil
+	}
 	if len(args) == 0 || args[0] != "setup" {
 		return 2, &usageError{"claude: the subcommand is setup (sbx claude setup [--user] [--write])"}
 	}
-	var user, write bool
-	f := pflag.NewFlagSet("claude setup", pflag.ContinueOnError)
-	f.SetOutput(stderr)
-	f.BoolVar(&user, "user", false, "for every project: ~/.claude/settings.json (default: this project's .claude/settings.local.json)")
-	f.BoolVar(&write, "write", false, "write the setting into the file instead of printing it")
 	if err := f.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,7 +13,17 @@ import (
 
 // cmdCompletion prints a completion script for bash, zsh or fish: the
 // subcommands, then each one's flags (from its own flag set).
-func cmdCompletion(args []string, stdout io.Writer) (int, error) {
+func cmdCompletion(args []string, stdout, stderr io.Writer) (int, error) {
+	f := pflag.NewFlagSet("completion", pflag.ContinueOnError)
+	f.SetOutput(stderr)
+	setUsage(f, stderr)
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, nil
+		}
+		return 2, flagError(f, err)
+	}
+	args = f.Args()
 	if len(args) != 1 {
 		return 2, &usageError{"completion: name the shell: bash, zsh or fish"}
 	}

@@ -71,6 +71,27 @@ func helpTexts() map[string]commandHelp {
 			text:     "Proves on this host that the sandbox holds: each probe runs real calls and checks their effects from outside.",
 			examples: []string{"sbx probe", "sbx probe --only filesystem,network --json"},
 		},
+		"claude": {
+			synopsis: "sbx claude setup [--user] [--write]",
+			text: "Prints (or, with --write, writes) the one Claude Code setting that runs every Bash call in sbx:\n" +
+				"env.CLAUDE_CODE_SHELL_PREFIX = \"/path/to/sbx --claude-shell\" (with the project for a project file).\n" +
+				"Claude Code's own rules keep deciding; sbx only sandboxes. --write keeps every other key of the file.",
+			examples: []string{
+				"sbx claude setup                  # print the snippet for this project's .claude/settings.local.json",
+				"sbx claude setup --write          # write it there",
+				"sbx claude setup --user --write   # every project: ~/.claude/settings.json",
+			},
+		},
+		"completion": {
+			synopsis: "sbx completion bash|zsh|fish",
+			text:     "Prints a completion script for the shell: the subcommands, then each one's flags.",
+			examples: []string{
+				`source <(sbx completion bash)                                  # this bash session`,
+				`sbx completion bash > ~/.local/share/bash-completion/completions/sbx`,
+				`sbx completion zsh > "${fpath[1]}/_sbx"`,
+				`sbx completion fish > ~/.config/fish/completions/sbx.fish`,
+			},
+		},
 		"doctor": {
 			synopsis: "sbx doctor [--json] [--clean]",
 			text:     "What this host supports and why not, with the fix; exit 1 when no sandbox can be built.",

@@ -120,7 +120,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "completion":
-		code, err = cmdCompletion(args[1:], stdout)
+		code, err = cmdCompletion(args[1:], stdout, stderr)
 	default:
 		msg := fmt.Sprintf("unknown command %q", args[0])
 		if s := settings.Suggest(args[0], commands); s != "" {
