@@ -3,13 +3,17 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS := ./...
 
-.PHONY: all build check fmt vet staticcheck test cross generate verify-generate bench bench-startup bench-proxy clean
+.PHONY: all build docker check fmt vet staticcheck test cross generate verify-generate bench bench-startup bench-proxy clean
 
 all: build
 
 build:
 	mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -o bin/sbx ./cmd/sbx
+
+# The container image (Dockerfile): see its header for the docker run options.
+docker: build
+	docker build -t sbx .
 
 check: fmt vet staticcheck cross verify-generate test
 

@@ -60,10 +60,10 @@ func (e *Executor) Doctor(ctx context.Context) *Report {
 	add(checkLandlock(e.RequireLandlock))
 	add(checkLimits())
 	if perr == nil {
-		tx := checkTx(ctx, exe)
+		tx := checkTx(ctx, exe, e.StateDir)
 		tx.Required = true
 		add(tx)
-		add(checkBudget(ctx, exe))
+		add(checkBudget(ctx, exe, e.StateDir))
 		add(e.checkSandbox(ctx, bwrap, exe))
 	}
 	return rep
@@ -218,6 +218,9 @@ func checkLimits() Check {
 			c.Detail = "--max-procs, --max-memory: NOT enforceable here (" + err.Error() + "); " + always
 		}
 		c.Fix = "run sbx as the only process of a cgroup v2 delegated to you: systemd-run --user --scope -p Delegate=yes sbx …; a CI runner without a user bus: see \"Resource limits\" in the README (sudo mkdir, chown and exec)"
+		if inContainer() {
+			c.Fix = "in a container, bound the container itself (docker run --pids-limit 512 --memory 2g), or give it a delegated cgroup v2"
+		}
 		return c
 	}
 	defer cg.remove()
@@ -238,6 +241,7 @@ var sandboxFixes = []struct {
 }{
 	{"setting up uid map", "user namespaces are refused: see the user namespace check above", true},
 	{"creating new namespace", "user namespaces are refused: see the user namespace check above", true},
+	{"cannot be made transactional", "the writable roots cannot be staged: see the transactional writes check above", false},
 	{"can't mount proc", "/proc is masked: in a container, run it with --security-opt systempaths=unconfined", true},
 	{"read-only file system", "sbx's state directory is not writable: make HOME writable, or export XDG_STATE_HOME=/a/writable/dir", false},
 	{"no space left", "the disk holding sbx's state directory (XDG_STATE_HOME, ~/.local/state) is full", false},

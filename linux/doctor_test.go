@@ -5,6 +5,8 @@ package linux
 import (
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestBwrapVersion(t *testing.T) {
@@ -39,9 +41,34 @@ func TestSandboxFix(t *testing.T) {
 		{"bwrap: Creating new namespace failed: Operation not permitted", true, "seccomp=unconfined"},
 		{"something else", false, "sbx doctor --json"},
 		{"mkdir /home/u/.local/state: permission denied", true, "not writable by you: check HOME and XDG_STATE_HOME"},
+		{"sandbox unavailable: the writable roots cannot be made transactional here: overlay over /w: invalid argument", true, "transactional writes check above"},
 	} {
 		if got := sandboxFix(tc.msg, tc.container); !strings.Contains(got, tc.want) {
 			t.Errorf("%q: %q, want %q", tc.msg, got, tc.want)
 		}
+	}
+	// An overlay refused: not Docker's profiles, so not their options.
+	if got := sandboxFix("the writable roots cannot be made transactional here: overlay over /w: invalid argument", true); strings.Contains(got, "seccomp=unconfined") {
+		t.Errorf("staging failure sent to Docker's options: %q", got)
+	}
+}
+
+// A state directory on overlayfs (a container's root) gets the volume fix;
+// elsewhere the kernel and file system requirements.
+func TestStagingFix(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := "5.11 or later"
+	if st.Type == overlayfsMagic {
+		want = "docker run -v sbx-state:" + dir
+	}
+	if got := stagingFix(dir); !strings.Contains(got, want) {
+		t.Errorf("on this host's file system (type %#x): %q, want %q", st.Type, got, want)
+	}
+	if got := stagingFix(""); !strings.Contains(got, "not on overlayfs") {
+		t.Errorf("without a state directory: %q", got)
 	}
 }

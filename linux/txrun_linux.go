@@ -178,9 +178,17 @@ func changesOf(m *MergeReport, discarded bool) *pipeline.Changes {
 }
 
 // probeTx has the helper mount what a run would (an overlay; with size, a
-// disk budget too) in a namespace of its own.
-func probeTx(ctx context.Context, exe string, size int64) (*TxReport, error) {
-	dir, err := os.MkdirTemp("", "sbx-doctor-tx-")
+// disk budget too) in a namespace of its own, staging in the state
+// directory as runs do (the temporary directory when there is none).
+func probeTx(ctx context.Context, exe, stateDir string, size int64) (*TxReport, error) {
+	parent := ""
+	if stateDir != "" {
+		parent = filepath.Join(stateDir, "doctor")
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "sbx-doctor-tx-")
 	if err != nil {
 		return nil, err
 	}
@@ -188,17 +196,32 @@ func probeTx(ctx context.Context, exe string, size int64) (*TxReport, error) {
 	return callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir, Size: size})
 }
 
+// overlayfsMagic is OVERLAYFS_SUPER_MAGIC (statfs(2)).
+const overlayfsMagic = 0x794c7630
+
+// stagingFix is the fix for an overlay that cannot be mounted: named for
+// the common cause, a state directory that is itself on overlayfs (a
+// container's root file system), which overlayfs cannot stage on.
+func stagingFix(stateDir string) string {
+	var st unix.Statfs_t
+	if stateDir != "" && unix.Statfs(stateDir, &st) == nil && st.Type == overlayfsMagic {
+		return "sbx's state directory " + stateDir + " is on overlayfs (a container's root file system?), where an overlay cannot stage: " +
+			"put it on a volume (docker run -v sbx-state:" + stateDir + ", as the Dockerfile's VOLUME does) or export XDG_STATE_HOME=/a/dir/on/ext4"
+	}
+	return "a kernel with overlayfs mountable in a user namespace (5.11 or later) and a state directory on a file system with user extended attributes (ext4, xfs, btrfs; tmpfs from 6.6), not on overlayfs"
+}
+
 // checkTx reports whether writes can be staged as a run stages them.
-func checkTx(ctx context.Context, exe string) Check {
+func checkTx(ctx context.Context, exe, stateDir string) Check {
 	c := Check{Name: "transactional writes"}
-	rep, err := probeTx(ctx, exe, 0)
+	rep, err := probeTx(ctx, exe, stateDir, 0)
 	switch {
 	case err != nil:
 		c.Detail = "writes cannot be staged: " + err.Error()
 		c.Fix = "allow unprivileged user namespaces (see the user namespaces check)"
 	case rep.Error != "":
 		c.Detail = "NO overlay can be mounted in a user namespace here, so no command can run: " + rep.Error
-		c.Fix = "a kernel with overlayfs mountable in a user namespace (5.11 or later) and a state directory on a file system with user extended attributes (ext4, xfs, btrfs; tmpfs from 6.6)"
+		c.Fix = stagingFix(stateDir)
 	default:
 		c.OK = true
 		c.Detail = "each writable root is an overlay; the command's writes reach the host through one checked merge when it ends"
@@ -207,9 +230,9 @@ func checkTx(ctx context.Context, exe string) Check {
 }
 
 // checkBudget does the same with a disk budget (--max-disk).
-func checkBudget(ctx context.Context, exe string) Check {
+func checkBudget(ctx context.Context, exe, stateDir string) Check {
 	c := Check{Name: "disk budget"}
-	rep, err := probeTx(ctx, exe, 1<<20)
+	rep, err := probeTx(ctx, exe, stateDir, 1<<20)
 	switch {
 	case err != nil:
 		c.Detail = "--max-disk: NOT enforceable here: " + err.Error()
