@@ -616,6 +616,12 @@ func Profile(in ProfileInput) (string, error) {
 	var globs [][2]string
 	for _, g := range in.FS.DenyWriteGlobs {
 		globs = append(globs, [2]string{"regex", globRegex(g.Path)})
+		// The literal name too (secret[1].txt), existing or not, for a
+		// pattern without * (names hold [ ] ? { } far more often) that
+		// does not escape its wildcards (then the regex is the literal).
+		if !strings.ContainsAny(g.Path, `*\`) {
+			globs = append(globs, [2]string{"subpath", g.Path})
+		}
 	}
 	p.rule("deny", "file-write*", globs)
 	p.comment("protected names, at any depth of every writable root, existing or not")

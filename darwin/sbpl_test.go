@@ -205,6 +205,21 @@ func checkAccess(t *testing.T, prof string, allow, deny []access) {
 	}
 }
 
+// A denyWrite name holding wildcard characters is refused as written too,
+// existing or not, besides what the pattern matches; an escaped pattern
+// is the literal alone.
+func TestLiteralGlobNames(t *testing.T) {
+	in := everyKey()
+	in.FS.DenyWriteGlobs = []fsrules.Path{{Path: "/Users/dev/proj/data/run[1].json"}, {Path: `/Users/dev/proj/x\[2\].txt`}}
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := func(p string) access { return access{op: "file-write-create", path: p} }
+	checkAccess(t, prof, []access{w("/Users/dev/proj/data/run2.json"), w("/Users/dev/proj/x2.txt")},
+		[]access{w("/Users/dev/proj/data/run[1].json"), w("/Users/dev/proj/data/run1.json"), w("/Users/dev/proj/x[2].txt")})
+}
+
 // The run's own folders in the per-user temporary and cache directories
 // are writable (xcrun_db, clang's module cache, Foundation's staging
 // folders land there through DIRHELPER_USER_DIR_SUFFIX); the rest of those

@@ -144,13 +144,15 @@ func (p *Policy) replacesAncestor(c *Change, prot string) bool {
 }
 
 // matchDenyGlob returns the denyWrite pattern that the changed path, or
-// one of its ancestors, matches. (A deleted or replaced ancestor of a match
-// is refused through DenyWrite, which holds every match at start; a match
-// created during the run is a change of its own.)
+// one of its ancestors, matches, or names literally (a name holding
+// wildcard characters, secret[1].txt, created during the run). (A deleted
+// or replaced ancestor of a match is refused through DenyWrite, which holds
+// every match at start; a match created during the run is a change of its
+// own.)
 func (p *Policy) matchDenyGlob(c *Change) *Path {
 	for i, g := range p.DenyWriteGlobs {
 		for q := c.Path; ; q = filepath.Dir(q) {
-			if ok, _ := doublestar.Match(g.Path, q); ok {
+			if ok, _ := doublestar.Match(g.Path, q); ok || q == g.Path {
 				return &p.DenyWriteGlobs[i]
 			}
 			if q == "/" || q == "." {

@@ -13,12 +13,13 @@ import (
 
 func TestCheck(t *testing.T) {
 	pol := &Policy{
-		Workspace:      "/w",
-		Home:           "/home/u",
-		DenyWrite:      []Path{{Path: "/w/conf/prod.yaml", Origin: "--deny-write"}},
-		DenyWriteGlobs: []Path{{Path: "/w/**/.env", Origin: "Edit(.env)"}, {Path: "/w/secrets/*.key", Origin: "Edit(secrets/*.key)"}},
-		ExactAllow:     []string{"/w/.envrc", "/home/u/.local/bin"},
-		Self:           []Path{{Path: "/home/u/.local/state/sbx"}, {Path: "/home/u/.config/sbx"}, {Path: "/w/.sbx"}},
+		Workspace: "/w",
+		Home:      "/home/u",
+		DenyWrite: []Path{{Path: "/w/conf/prod.yaml", Origin: "--deny-write"}},
+		DenyWriteGlobs: []Path{{Path: "/w/**/.env", Origin: "Edit(.env)"}, {Path: "/w/secrets/*.key", Origin: "Edit(secrets/*.key)"},
+			{Path: "/w/data/run[1].json", Origin: "--deny-write"}},
+		ExactAllow: []string{"/w/.envrc", "/home/u/.local/bin"},
+		Self:       []Path{{Path: "/home/u/.local/state/sbx"}, {Path: "/home/u/.config/sbx"}, {Path: "/w/.sbx"}},
 	}
 	harmless := []byte("[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.com/r.git\n")
 	tests := []struct {
@@ -31,12 +32,15 @@ func TestCheck(t *testing.T) {
 		{Change{Path: "/w/conf", Kind: Create, NonDir: true}, "denyWrite"}, // a link where its parent was
 		{Change{Path: "/w/conf", Kind: Delete, Dir: true}, "denyWrite"},
 		{Change{Path: "/w/conf", Kind: Create, Dir: true}, ""},
-		{Change{Path: "/w/.env", Kind: Create}, "denyWrite"},            // created during the run
-		{Change{Path: "/w/a/b/.env", Kind: Modify}, "denyWrite"},        // at any depth
-		{Change{Path: "/w/a/.env/x", Kind: Create}, "denyWrite"},        // inside a match
-		{Change{Path: "/w/a/.envrc.d/x", Kind: Create}, ""},             // a longer name
-		{Change{Path: "/w/secrets/new.key", Kind: Create}, "denyWrite"}, // a single-segment wildcard
-		{Change{Path: "/w/secrets/sub/new.key", Kind: Create}, ""},      // * does not cross a /
+		{Change{Path: "/w/.env", Kind: Create}, "denyWrite"},             // created during the run
+		{Change{Path: "/w/a/b/.env", Kind: Modify}, "denyWrite"},         // at any depth
+		{Change{Path: "/w/a/.env/x", Kind: Create}, "denyWrite"},         // inside a match
+		{Change{Path: "/w/a/.envrc.d/x", Kind: Create}, ""},              // a longer name
+		{Change{Path: "/w/secrets/new.key", Kind: Create}, "denyWrite"},  // a single-segment wildcard
+		{Change{Path: "/w/secrets/sub/new.key", Kind: Create}, ""},       // * does not cross a /
+		{Change{Path: "/w/data/run[1].json", Kind: Create}, "denyWrite"}, // the literal name, made during the run
+		{Change{Path: "/w/data/run1.json", Kind: Create}, "denyWrite"},   // and what the pattern matches
+		{Change{Path: "/w/data/run2.json", Kind: Create}, ""},
 		{Change{Path: "/w/.bashrc", Kind: Create}, "protected"},
 		{Change{Path: "/w/a/b/.bashrc", Kind: Modify}, "protected"},
 		{Change{Path: "/w/app/.vscode/tasks.json", Kind: Create}, "protected"},
