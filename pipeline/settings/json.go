@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -72,15 +73,38 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("%s:%s: invalid JSON: %s", e.File, e.Pos, e.Msg)
 }
 
-// posAt converts a byte offset of data into a line and column.
+// posAt converts a byte offset of data into a line and column (for
+// errors: it scans data, so it is not for every token).
 func posAt(data []byte, off int64) Pos {
-	if off > int64(len(data)) {
-		off = int64(len(data))
+	return newLineIndex(data).pos(off)
+}
+
+// lineIndex converts byte offsets into lines and columns in O(log n): the
+// offsets of the newlines are found once, so a file's every token can
+// carry its position and parsing stays linear in the file's size.
+type lineIndex struct {
+	size int64
+	nl   []int
+}
+
+func newLineIndex(data []byte) *lineIndex {
+	ix := &lineIndex{size: int64(len(data))}
+	for i, b := range data {
+		if b == '\n' {
+			ix.nl = append(ix.nl, i)
+		}
 	}
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := int(off) - bytes.LastIndexByte(before, '\n')
-	return Pos{Line: line, Col: col}
+	return ix
+}
+
+func (ix *lineIndex) pos(off int64) Pos {
+	off = min(max(off, 0), ix.size)
+	i := sort.SearchInts(ix.nl, int(off)) // newlines before off
+	last := -1
+	if i > 0 {
+		last = ix.nl[i-1]
+	}
+	return Pos{Line: i + 1, Col: int(off) - last}
 }
 
 // ParseJSON parses data into a [Node] tree. Duplicate object keys are an
@@ -103,7 +127,7 @@ func ParseJSON(file string, data []byte) (*Node, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	p := &jsonParser{file: file, data: data, dec: dec}
+	p := &jsonParser{file: file, data: data, dec: dec, lines: newLineIndex(data)}
 	n, err := p.value()
 	if err != nil {
 		return nil, err
@@ -116,9 +140,10 @@ func ParseJSON(file string, data []byte) (*Node, error) {
 }
 
 type jsonParser struct {
-	file string
-	data []byte
-	dec  *json.Decoder
+	file  string
+	data  []byte
+	dec   *json.Decoder
+	lines *lineIndex
 }
 
 func (p *jsonParser) fail(err error) error {
@@ -131,7 +156,7 @@ func (p *jsonParser) fail(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		msg = "unexpected end of file"
 	}
-	return &ParseError{File: p.file, Pos: posAt(p.data, off), Msg: msg}
+	return &ParseError{File: p.file, Pos: p.lines.pos(off), Msg: msg}
 }
 
 // start returns the position of the next token: InputOffset points just
@@ -141,7 +166,7 @@ func (p *jsonParser) start() Pos {
 	for off < int64(len(p.data)) && strings.IndexByte(" \t\r\n,:", p.data[off]) >= 0 {
 		off++
 	}
-	return posAt(p.data, off)
+	return p.lines.pos(off)
 }
 
 // replacementChar returns the first string (key or value) under n that
