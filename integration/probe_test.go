@@ -45,3 +45,15 @@ func TestProbes(t *testing.T) {
 		}
 	}
 }
+
+// sbx probe --summary prints one line per probe and nothing else.
+func TestProbeSummary(t *testing.T) {
+	requireSandbox(t)
+	e := newEnv(t)
+	r := e.sbx("probe", "--summary", "--only", "filesystem,hook-deny")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "filesystem") || !strings.HasSuffix(lines[0], " pass") ||
+		!strings.HasPrefix(lines[1], "hook-deny") || !strings.HasSuffix(lines[1], " pass") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -24,6 +24,7 @@ func cmdProbe(args []string, stdout, stderr io.Writer) (int, error) {
 	asJSON := f.Bool("json", false, "print the evidence as JSON")
 	only := f.StringSlice("only", nil, "run only these probes (comma-separated names)")
 	list := f.Bool("list", false, "list the probes and exit")
+	brief := f.Bool("summary", false, "one line per probe (name, status, and what failed) instead of the evidence")
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
@@ -57,11 +58,20 @@ func cmdProbe(args []string, stdout, stderr io.Writer) (int, error) {
 			failed++
 		}
 	}
-	if *asJSON {
+	switch {
+	case *brief:
+		for _, r := range results {
+			why := failedChecks(r)
+			if why == "" && r.Status != integration.StatusPass && r.Detail != "" {
+				why = ": " + r.Detail
+			}
+			fmt.Fprintf(stdout, "%-18s %s%s\n", r.Name, r.Status, why)
+		}
+	case *asJSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(results)
-	} else {
+	default:
 		for _, r := range results {
 			fmt.Fprintf(stdout, "== %s: %s %s\n", r.Name, strings.ToUpper(r.Status), r.Detail)
 			for _, s := range r.Steps {
@@ -91,4 +101,20 @@ func cmdProbe(args []string, stdout, stderr io.Writer) (int, error) {
 		return 1, fmt.Errorf("%d probe(s) failed", failed)
 	}
 	return 0, nil
+}
+
+// failedChecks lists what failed in a probe, for its summary line.
+func failedChecks(r *integration.ProbeResult) string {
+	var out []string
+	for _, s := range r.Steps {
+		for _, c := range s.Checks {
+			if !c.OK {
+				out = append(out, c.What)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, "; ")
 }

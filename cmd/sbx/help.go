@@ -67,9 +67,9 @@ func helpTexts() map[string]commandHelp {
 			},
 		},
 		"probe": {
-			synopsis: "sbx probe [--json] [--only NAMES] [--list]",
+			synopsis: "sbx probe [--json|--summary] [--only NAMES] [--list]",
 			text:     "Proves on this host that the sandbox holds: each probe runs real calls and checks their effects from outside.",
-			examples: []string{"sbx probe", "sbx probe --only filesystem,network --json"},
+			examples: []string{"sbx probe", "sbx probe --summary          # one line per probe", "sbx probe --only filesystem,network --json"},
 		},
 		"claude": {
 			synopsis: "sbx claude setup [--user] [--write]",
