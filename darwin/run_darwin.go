@@ -37,9 +37,9 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	// Resource limits are not implemented on macOS yet: refuse a limit the
 	// user asked for; defaults become a warning.
 	var limitWarn string
-	if s.Limits != (pipeline.Limits{BestEffort: s.Limits.BestEffort}) {
+	if s.Limits != (pipeline.Limits{BestEffort: s.Limits.BestEffort, Set: s.Limits.Set}) {
 		msg := "resource limits (--max-procs, --max-memory, --max-cpu, --max-tmp, --max-open-files, --max-disk) are not implemented on macOS yet"
-		if !s.Limits.BestEffort {
+		if !s.Limits.BestEffort || s.Limits.Set != 0 {
 			return nil, fmt.Errorf("%w: %s; remove them (--timeout and --max-output work)", pipeline.ErrUnavailable, msg)
 		}
 		limitWarn = "default limits not enforced: " + msg

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -25,6 +26,10 @@ const (
 	StatusPass           = "pass"
 	StatusFail           = "fail"
 	StatusNotImplemented = "not-implemented"
+	// StatusLimited: this host cannot enforce some of what the probe
+	// asks (resource limits without a cgroup); sbx refused those runs
+	// and nothing ran, which the probe checked. Not a failure.
+	StatusLimited = "limited"
 )
 
 // Check is one side effect verified from outside the sandbox.
@@ -412,13 +417,20 @@ func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	st := p.call(ctx, "Bash", map[string]any{"command": "for i in $(seq 100); do sleep " + marker + " & done 2>/dev/null; wait", "timeout": 3000},
 		"--max-procs", "32", "--mode", "bypassPermissions")
 	peak := w.Stop()
-	if strings.Contains(st.content(), "cannot enforce") {
-		res.Status, res.Detail = StatusFail, "this host cannot enforce process and memory limits: "+firstLine(st.content())
+	var missing []string // limits this host cannot enforce (runs asking for them refused)
+	switch {
+	case refusedLimit(st, "--max-procs", peak == 0):
+		missing = append(missing, "--max-procs")
+	case strings.Contains(st.content()+st.stderr, "RLIMIT_NPROC"):
+		// No cgroup for a caller who is not root: RLIMIT_NPROC in the
+		// sandbox's user namespace stands in, and cannot report a hit.
+		st.check("processes seen from outside stay within --max-procs 32 (RLIMIT_NPROC)", peak > 0 && peak <= 32, fmt.Sprintf("peak %d processes (the shell and its sleeps)", peak))
+	default:
+		// The shell's own command line holds the marker too: it counts,
+		// as it does in the cgroup.
+		st.check("processes seen from outside stay within --max-procs 32", peak > 0 && peak <= 32, fmt.Sprintf("peak %d processes (the shell and its sleeps)", peak))
+		st.check("the tool_result names the process limit", strings.Contains(st.content(), "limit reached: process limit (--max-procs 32)"), st.content())
 	}
-	// The shell's own command line holds the marker too: it counts, as it
-	// does in the cgroup.
-	st.check("processes seen from outside stay within --max-procs 32", peak > 0 && peak <= 32, fmt.Sprintf("peak %d processes (the shell and its sleeps)", peak))
-	st.check("the tool_result names the process limit", strings.Contains(st.content(), "limit reached: process limit (--max-procs 32)"), st.content())
 	deadline := time.Now().Add(5 * time.Second)
 	for len(PidsWith(marker)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -428,10 +440,14 @@ func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 
 	st = p.call(ctx, "Bash", map[string]string{"command": "echo kept > kept.txt; head -c 1G /dev/zero | tail -n 1 >/dev/null; echo \"tail: $?\""},
 		"--max-memory", "64M", "--mode", "bypassPermissions")
-	st.check("the balloon is killed at --max-memory 64M", strings.Contains(st.content(), "tail: 137"), st.content())
-	st.check("the tool_result names the memory limit", strings.Contains(st.content(), "limit reached: memory limit"), st.content())
-	b, _ := os.ReadFile(filepath.Join(p.WS, "kept.txt"))
-	st.check("a file written before the limit stays", string(b) == "kept\n", string(b))
+	b, err := os.ReadFile(filepath.Join(p.WS, "kept.txt"))
+	if refusedLimit(st, "--max-memory", errors.Is(err, fs.ErrNotExist)) {
+		missing = append(missing, "--max-memory")
+	} else {
+		st.check("the balloon is killed at --max-memory 64M", strings.Contains(st.content(), "tail: 137"), st.content())
+		st.check("the tool_result names the memory limit", strings.Contains(st.content(), "limit reached: memory limit"), st.content())
+		st.check("a file written before the limit stays", string(b) == "kept\n", string(b))
+	}
 	res.Steps = append(res.Steps, st)
 
 	before := allocated(p.WS)
@@ -443,6 +459,30 @@ func probeLimits(ctx context.Context, p *ProbeEnv, res *ProbeResult) {
 	b, _ = os.ReadFile(filepath.Join(p.WS, "kept-disk.txt"))
 	st.check("a file written before the limit stays", string(b) == "kept\n", string(b))
 	res.Steps = append(res.Steps, st)
+	if len(missing) > 0 {
+		res.Status, res.Detail = StatusLimited, "this host cannot enforce "+strings.Join(missing, " and ")+
+			" (no cgroup: sbx doctor says how to get one); runs that ask for them are refused, and nothing ran"
+		for _, s := range res.Steps {
+			for _, c := range s.Checks {
+				if !c.OK {
+					res.Status = StatusFail
+				}
+			}
+		}
+	}
+}
+
+// refusedLimit reports whether a run asking for limit was refused because
+// this host cannot enforce it, and then checks the refusal held: the
+// tool_result names the limit and nothing ran (ranNothing, seen from
+// outside).
+func refusedLimit(st *Step, limit string, ranNothing bool) bool {
+	if !strings.Contains(st.content(), "cannot enforce") || !strings.Contains(st.content(), limit) {
+		return false
+	}
+	st.check("refused, naming "+limit+", since this host cannot enforce it", strings.Contains(st.content(), "nothing was run"), st.content())
+	st.check("nothing of the command ran (seen from outside)", ranNothing, "")
+	return true
 }
 
 // allocated sums the blocks the files under dir occupy, as du does.
@@ -460,9 +500,4 @@ func allocated(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
 }

@@ -113,6 +113,19 @@ func TestUnprivilegedCaller(t *testing.T) {
 	if !strings.Contains(out, "memory exhausted") || !strings.Contains(out, "RLIMIT_DATA") {
 		t.Errorf("a 2.6 GB line under the default limit, as nobody:\n%s", out)
 	}
+	// --max-procs alone is enforced (RLIMIT_NPROC) and the tool's default
+	// memory limit beside it stays best effort: the call runs (it was
+	// refused for the memory limit the user never set).
+	call = `{"type":"tool_use","id":"toolu_procs","name":"Bash","input":{"command":"echo procs > procs.txt"}}`
+	if out, _ = runIn(call, "tool", "--mode", "bypassPermissions", "--max-procs", "64"); strings.Contains(out, "cannot enforce") {
+		t.Errorf("--max-procs alone, as nobody:\n%s", out)
+	}
+	assertContent(t, filepath.Join(ws, "procs.txt"), "procs\n")
+	// sbx probe agrees with sbx doctor: limits this host cannot enforce
+	// make the probe "limited" (the refusal checked), not a failure.
+	if out, code := run("probe", "--summary", "--only", "resource-limits"); code != 0 || !strings.HasPrefix(out, "resource-limits    limited: this host cannot enforce --max-memory") {
+		t.Errorf("sbx probe as nobody: exit %d\n%s", code, out)
+	}
 	// Those notes are the operator's: on sbx's stderr once per session,
 	// never in the tool_results the model reads.
 	two := `{"type":"tool_use","id":"a","name":"Bash","input":{"command":"true"}}` + "\n" +

@@ -225,7 +225,7 @@ func (r *run) release(holdW *os.File, initPID <-chan int) {
 	switch {
 	case err == nil:
 		holdW.Write([]byte{1})
-	case r.spec.Limits.BestEffort:
+	case r.spec.Limits.Soft(pipeline.LimitProcs | pipeline.LimitMemory):
 		r.cgWarn = "default limits not enforced: the command could not join its cgroup: " + err.Error()
 		holdW.Write([]byte{1})
 	default:

@@ -33,14 +33,14 @@ func fallbackLimits(l pipeline.Limits, cgErr error, uid int) (*rlimitFallback, e
 		case uid != 0:
 			fb.procs = uint64(l.MaxProcs)
 			fb.notes = append(fb.notes, fmt.Sprintf("the process limit (%d) is enforced with RLIMIT_NPROC in the sandbox's user namespace, as no cgroup can be had here: a fork past it fails with EAGAIN, and sbx cannot tell whether that happened", l.MaxProcs))
-		case l.BestEffort:
+		case l.Soft(pipeline.LimitProcs):
 			fb.notes = append(fb.notes, "default limits not enforced: processes: "+cgErr.Error()+" (and RLIMIT_NPROC does not bind root)")
 		default:
 			return nil, cgErr
 		}
 	}
 	if l.MaxMemory > 0 {
-		if !l.BestEffort {
+		if !l.Soft(pipeline.LimitMemory) {
 			return nil, fmt.Errorf("%w: cannot enforce the memory limit (--max-memory, sandbox.limits.maxMemory) for the sandbox as a whole: no writable memory cgroup here (delegated cgroup v2, or v1 as root); an rlimit would bound each process only, so nothing was run: lift it with --max-memory none, or run sbx where it gets a cgroup", pipeline.ErrUnavailable)
 		}
 		fb.data = uint64(l.MaxMemory)

@@ -274,7 +274,7 @@ func (r *run) buildPlan() error {
 		StateDir:      r.e.StateDir,
 	}
 	r.plan = BuildPlan(in)
-	if r.budgetStage != "" && s.Limits.BestEffort {
+	if r.budgetStage != "" && s.Limits.Soft(pipeline.LimitDisk) {
 		// A default budget the host cannot set up: the writes are staged
 		// on disk, /tmp stays bounded.
 		in.BudgetStage = ""
@@ -305,7 +305,7 @@ func (r *run) checkTmpLimit() error {
 	for _, w := range r.spec.FS.Writable {
 		if w.Path == "/tmp" || strings.HasPrefix("/tmp/", w.Path+"/") {
 			err := fmt.Errorf("the /tmp size limit (--max-tmp) cannot hold: /tmp is the host's, writable through %s (%s); drop that write path or the limit", w.Path, w.Origin)
-			if !l.BestEffort {
+			if !l.Soft(pipeline.LimitTmp) {
 				return fmt.Errorf("linux: %w", err)
 			}
 			r.res.Warnings = append(r.res.Warnings, "default limits not enforced: "+err.Error())

@@ -56,7 +56,7 @@ func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
 		Roots:      r.spec.FS.Writable,
 		Policy:     r.spec.FS,
 		Discard:    r.spec.Discard,
-		BestEffort: r.spec.Limits.BestEffort,
+		BestEffort: r.spec.Limits.Soft(pipeline.LimitDisk),
 	}
 	saved := spec
 	saved.BwrapArgs, saved.Bwrap = nil, ""

@@ -156,14 +156,12 @@ func ResolveLimits(st *settings.Settings, fl LimitFlags, def RunLimits) (RunLimi
 		if err := f.set(v); err != nil {
 			return RunLimits{}, &LimitError{Source: src, Value: v, Err: err}
 		}
-		switch f.key {
-		case "maxProcs", "maxMemory", "maxTmp", "maxDisk":
-			if none(v) {
-				break
-			}
-			// The limits a host may be unable to enforce: once the user
-			// sets one, none of them is best effort any more.
-			out.BestEffort = false
+		// The limits a host may be unable to enforce: one the user sets
+		// is enforced or the run is refused; the defaults beside it stay
+		// best effort.
+		kinds := map[string]LimitKind{"maxProcs": LimitProcs, "maxMemory": LimitMemory, "maxTmp": LimitTmp, "maxDisk": LimitDisk}
+		if k, ok := kinds[f.key]; ok && !none(v) {
+			out.Set |= k
 		}
 	}
 	return out, nil

@@ -63,34 +63,44 @@ func TestResolveLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RunLimits{Limits: Limits{MaxProcs: 7, MaxMemory: 1 << 30, MaxCPU: 90 * time.Second, MaxDisk: 1 << 30},
+	want := RunLimits{Limits: Limits{MaxProcs: 7, MaxMemory: 1 << 30, MaxCPU: 90 * time.Second, MaxDisk: 1 << 30, BestEffort: true, Set: LimitProcs | LimitMemory},
 		Timeout: DefaultBashTimeout, MaxOutput: MaxOutputChars}
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	// Defaults stay best effort unless the user sets a limit the host
-	// might not enforce.
+	// Defaults stay best effort; a limit the host might not enforce that
+	// the user sets is strict, and only that one (--max-procs as a user
+	// without a cgroup falls back to RLIMIT_NPROC and must not be refused
+	// for the default memory limit beside it).
+	all := LimitProcs | LimitMemory | LimitTmp | LimitDisk
 	for _, tt := range []struct {
-		fl   LimitFlags
-		want bool
+		fl     LimitFlags
+		strict LimitKind
 	}{
-		{LimitFlags{}, true},
-		{LimitFlags{MaxOutput: "1M", Timeout: "5s", MaxCPU: "1s", MaxOpenFiles: "64"}, true},
-		{LimitFlags{MaxProcs: "64"}, false},
-		{LimitFlags{MaxMemory: "1G"}, false},
-		{LimitFlags{MaxTmp: "1G"}, false},
-		{LimitFlags{MaxDisk: "1G"}, false},
-		{LimitFlags{MaxDisk: "none"}, true},
+		{LimitFlags{}, 0},
+		{LimitFlags{MaxOutput: "1M", Timeout: "5s", MaxCPU: "1s", MaxOpenFiles: "64"}, 0},
+		{LimitFlags{MaxProcs: "64"}, LimitProcs},
+		{LimitFlags{MaxMemory: "1G"}, LimitMemory},
+		{LimitFlags{MaxTmp: "1G"}, LimitTmp},
+		{LimitFlags{MaxDisk: "1G"}, LimitDisk},
+		{LimitFlags{MaxDisk: "1G", MaxProcs: "9"}, LimitDisk | LimitProcs},
+		{LimitFlags{MaxDisk: "none"}, 0},
 	} {
-		if got, _ := ResolveLimits(nil, tt.fl, DefaultToolLimits()); got.BestEffort != tt.want {
-			t.Errorf("%+v: BestEffort %v, want %v", tt.fl, got.BestEffort, tt.want)
+		got, _ := ResolveLimits(nil, tt.fl, DefaultToolLimits())
+		for k := LimitProcs; k&all != 0; k <<= 1 {
+			if want := tt.strict&k == 0; got.Soft(k) != want {
+				t.Errorf("%+v: Soft(%b) %v, want %v", tt.fl, k, got.Soft(k), want)
+			}
 		}
+	}
+	if got, _ := ResolveLimits(nil, LimitFlags{MaxProcs: "64"}, RunLimits{}); got.Soft(LimitProcs) || got.Soft(LimitMemory) {
+		t.Error("without defaults (sbx run) no limit is best effort")
 	}
 	if got, err := ResolveLimits(nil, LimitFlags{MaxDisk: "none", MaxProcs: "NONE"}, DefaultToolLimits()); err != nil || got.MaxDisk != 0 || got.MaxProcs != 0 || got.MaxMemory != 2<<30 {
 		t.Errorf("none should lift exactly the limits it is given: %+v %v", got, err)
 	}
-	if got, _ := ResolveLimits(st, LimitFlags{}, DefaultToolLimits()); got.BestEffort {
-		t.Error("sandbox.limits.maxProcs in settings should make the limits strict")
+	if got, _ := ResolveLimits(st, LimitFlags{}, DefaultToolLimits()); got.Soft(LimitProcs) || got.Soft(LimitMemory) || !got.Soft(LimitDisk) {
+		t.Error("sandbox.limits.maxProcs and maxMemory in settings should make those limits strict, and only those")
 	}
 	for _, tt := range []struct {
 		st    *settings.Settings

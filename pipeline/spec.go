@@ -112,10 +112,27 @@ type Limits struct {
 	// size-limited tmpfs instead of on disk.
 	MaxDisk int64
 	// BestEffort turns a limit this host cannot enforce into a warning in
-	// the Result instead of ErrUnavailable; it is set only for defaults,
-	// never for a limit the user asked for.
+	// the Result instead of ErrUnavailable; it is set only for defaults.
 	BestEffort bool
+	// Set are the limits the user asked for (flags, settings): never best
+	// effort, whatever BestEffort says; the defaults beside them stay so.
+	Set LimitKind
 }
+
+// LimitKind names the limits a host may be unable to enforce, as a set.
+type LimitKind uint8
+
+// The limits a host may be unable to enforce.
+const (
+	LimitProcs LimitKind = 1 << iota
+	LimitMemory
+	LimitTmp
+	LimitDisk
+)
+
+// Soft reports whether limits of kind k that this host cannot enforce
+// are a warning rather than a refusal: defaults the user did not set.
+func (l Limits) Soft(k LimitKind) bool { return l.BestEffort && l.Set&k == 0 }
 
 // NetPolicy is what leaves the sandbox: only connections through sbx's
 // proxy, to hosts the rules allow.
