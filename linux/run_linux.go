@@ -497,6 +497,10 @@ type launched struct {
 // init); the init then waits for its spec.
 func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 	init, plan := r.initSpec(r.plan)
+	if len(init.ReadOnly) > 0 {
+		r.trace.Printf("init: read-only binds: %s", shellQuote(init.ReadOnly))
+	}
+	r.trace.Printf("init: writable (Landlock): %s", shellQuote(init.Writable))
 	policy, err := json.Marshal(init)
 	if err != nil {
 		return nil, err
