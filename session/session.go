@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -455,14 +456,49 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		{"DENO_DIR", "deno"},
 		{"CLANG_MODULE_CACHE_PATH", "clang-modules"},        // clang's and Swift's module caches
 		{"SWIFTPM_MODULECACHE_OVERRIDE", "swiftpm-modules"}, // SwiftPM's
+		{"CARGO_HOME", "cargo"},                             // cargo's registry and git checkouts
 	} {
 		// The host's XDG cache is read-only in the sandbox: always replaced.
 		if v.name != "XDG_CACHE_HOME" && s.getenv(v.name) != "" {
 			continue
 		}
 		env = append(env, v.name+"="+filepath.Join(dir, v.sub))
+		if v.name == "CARGO_HOME" {
+			s.cargoConfig(dir, v.sub)
+		}
 	}
 	return dir, env
+}
+
+// cargoConfig links the user's cargo configuration (~/.cargo/config.toml,
+// or the older config) into the sandbox's CARGO_HOME (cache/sub), so
+// registries, mirrors and build settings still apply; credentials.toml is
+// not linked (registry tokens stay out of the sandbox). The folder is the
+// sandbox's own: whatever the sandbox put there is left alone, and every
+// path is resolved inside cache (os.Root), so a link the sandbox made
+// cannot send this write anywhere else.
+func (s *Session) cargoConfig(cache, sub string) {
+	root, err := os.OpenRoot(cache)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	if err := root.Mkdir(sub, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return
+	}
+	for _, name := range []string{"config.toml", "config"} {
+		src := filepath.Join(s.home, ".cargo", name)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		dst := filepath.Join(sub, name)
+		if _, err := root.Lstat(dst); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := root.Symlink(src, dst); err != nil {
+			s.warn("the sandbox's cargo cannot see " + src + ": " + err.Error())
+		}
+	}
 }
 
 // maskedFiles are the hidden credential files of known formats, as the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -213,5 +214,31 @@ func TestAllowMachLookup(t *testing.T) {
 	}
 	if !slices.Equal(f.spec.Platform.MachLookup, []string{"com.apple.SecurityServer"}) {
 		t.Errorf("platform: %+v", f.spec.Platform)
+	}
+}
+
+// The user's cargo configuration is linked into the sandbox's CARGO_HOME,
+// its credentials are not, and a link the sandbox put where the folder was
+// cannot send sbx's write anywhere else.
+func TestCargoConfigLink(t *testing.T) {
+	home, cache, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	os.Mkdir(filepath.Join(home, ".cargo"), 0o755)
+	os.WriteFile(filepath.Join(home, ".cargo", "config.toml"), []byte("[net]\n"), 0o644)
+	os.WriteFile(filepath.Join(home, ".cargo", "credentials.toml"), []byte("token"), 0o600)
+	var warned []string
+	s := &Session{home: home, opts: Options{Warn: func(m string) { warned = append(warned, m) }}}
+	s.cargoConfig(cache, "cargo")
+	if dst, err := os.Readlink(filepath.Join(cache, "cargo", "config.toml")); err != nil || dst != filepath.Join(home, ".cargo", "config.toml") {
+		t.Fatalf("config.toml link: %q %v", dst, err)
+	}
+	if _, err := os.Lstat(filepath.Join(cache, "cargo", "credentials.toml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("credentials.toml in the sandbox's CARGO_HOME: %v", err)
+	}
+	// The sandbox replaced its CARGO_HOME with a link to another folder.
+	os.RemoveAll(filepath.Join(cache, "cargo"))
+	os.Symlink(elsewhere, filepath.Join(cache, "cargo"))
+	s.cargoConfig(cache, "cargo")
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("sbx wrote through the sandbox's link: %v", ents)
 	}
 }
