@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +166,65 @@ func TestWarmSandboxFollowsTheHost(t *testing.T) {
 	os.WriteFile(file, []byte("v2\n"), 0o644)
 	if out, _, warm = warmRun(t, ex, withFile("cat "+file)); warm || out != "v2\n" {
 		t.Errorf("file root: warm=%v %q", warm, out)
+	}
+}
+
+// A call whose stdout and stderr are one writer (a tool call's text, as
+// Claude Code's Bash shows it) gets a warm sandbox with one pipe: the
+// order of the command's writes is kept exactly. Prepared for one stream,
+// a warm sandbox is not given to a call with two (it starts cold).
+func TestWarmOneStream(t *testing.T) {
+	e := newEnv(t)
+	ex := e.executor()
+	ex.Warm = true
+	defer ex.Close()
+	spec := func(script string, one bool) *pipeline.Spec {
+		s := e.spec(t, script)
+		s.Limits, s.OneStream = pipeline.DefaultToolLimits().Limits, one
+		return s
+	}
+	const script = "for i in 1 2 3; do echo out$i; echo err$i >&2; done"
+	const want = "out1\nerr1\nout2\nerr2\nout3\nerr3\n"
+	run := func(s *pipeline.Spec, one bool) (string, bool) {
+		var trace, out, errb bytes.Buffer
+		tr := pipeline.NewTrace(&trace)
+		stdio := pipeline.Stdio{Stdout: &out, Stderr: &errb}
+		if one {
+			stdio.Stderr = &out
+		}
+		if _, err := ex.Run(pipeline.WithTrace(context.Background(), tr), s, stdio); err != nil {
+			t.Fatal(err)
+		}
+		tr.Report()
+		return out.String() + "|" + errb.String(), strings.Contains(trace.String(), "warm sandbox taken")
+	}
+	for i := 0; i < 2; i++ {
+		ex.Prewarm(spec("", true))
+		if got, warm := run(spec(script, true), true); got != want+"|" || !warm {
+			t.Fatalf("one stream, call %d: warm=%v %q, want %q", i, warm, got, want)
+		}
+	}
+	ex.Prewarm(spec("", true))
+	if got, warm := run(spec(script, false), false); warm || got != "out1\nout2\nout3\n|err1\nerr2\nerr3\n" {
+		t.Fatalf("two streams after a one-stream warm sandbox: warm=%v %q", warm, got)
+	}
+}
+
+// sbx tool's text is one stream in the order written; --output structured
+// keeps stdout and stderr apart.
+func TestToolOneStream(t *testing.T) {
+	e := newEnv(t)
+	call := `{"type":"tool_use","id":"o","name":"Bash","input":{"command":"echo out1; echo err1 >&2; echo out2"}}`
+	var res struct {
+		Content string
+		Output  struct{ Stdout, Stderr string }
+	}
+	r := e.tool(call)
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Content != "out1\nerr1\nout2\n" {
+		t.Fatalf("text: %v %q", err, r.stdout)
+	}
+	r = e.tool(call, "--output", "structured")
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Output.Stdout != "out1\nout2\n" || res.Output.Stderr != "err1\n" {
+		t.Fatalf("structured: %v %q", err, r.stdout)
 	}
 }

@@ -88,7 +88,7 @@ type warmPool struct {
 // is, so those calls start cold). A sandbox that does not fit is thrown
 // away.
 func (e *Executor) takeWarm(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) *warm {
-	if !e.Warm || !warmable(stdio) {
+	if !e.Warm || !warmable(stdio, s.OneStream) {
 		return nil
 	}
 	e.pool.mu.Lock()
@@ -124,11 +124,12 @@ func warmablePolicy(s *pipeline.Spec) bool {
 }
 
 // warmable reports whether a call's streams suit a warm sandbox, whose
-// stdin is /dev/null and whose stdout and stderr are two pipes.
-func warmable(stdio pipeline.Stdio) bool {
+// stdin is /dev/null and whose stdout and stderr are two pipes, or one
+// (oneStream) for a call that gives one writer for both.
+func warmable(stdio pipeline.Stdio, oneStream bool) bool {
 	_, outFile := stdio.Stdout.(*os.File)
 	_, errFile := stdio.Stderr.(*os.File)
-	return stdio.Stdin == nil && !outFile && !errFile && !sameWriter(stdio.Stdout, stdio.Stderr)
+	return stdio.Stdin == nil && !outFile && !errFile && sameWriter(stdio.Stdout, stdio.Stderr) == oneStream
 }
 
 // samePolicy reports whether two calls need the same sandbox: their specs
@@ -176,9 +177,14 @@ func (w *warm) launch(e *Executor) {
 	w.ids = hostIDs(r)
 	var outW, errW *os.File
 	if w.stdout, outW, err = os.Pipe(); err == nil {
-		if w.stderr, errW, err = os.Pipe(); err == nil {
-			w.l, err = r.launch(pipeline.Stdio{Stdout: outW, Stderr: errW})
-			errW.Close()
+		switch {
+		case w.spec.OneStream:
+			w.l, err = r.launch(pipeline.Stdio{Stdout: outW, Stderr: outW})
+		default:
+			if w.stderr, errW, err = os.Pipe(); err == nil {
+				w.l, err = r.launch(pipeline.Stdio{Stdout: outW, Stderr: errW})
+				errW.Close()
+			}
 		}
 		outW.Close()
 	}
@@ -210,6 +216,9 @@ func (w *warm) call(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio,
 		from *os.File
 		to   io.Writer
 	}{{w.stdout, stdio.Stdout}, {w.stderr, stdio.Stderr}} {
+		if c.from == nil {
+			continue // one stream: stdout's pipe carries both
+		}
 		to := c.to
 		if to == nil {
 			to = io.Discard
@@ -238,7 +247,9 @@ func (e *Executor) discard(w *warm) {
 			return
 		}
 		for _, f := range []*os.File{w.stdout, w.stderr} {
-			go io.Copy(io.Discard, f)
+			if f != nil {
+				go io.Copy(io.Discard, f)
+			}
 		}
 		_ = w.r.complete(context.Background(), w.l, nil)
 		w.closePipes()

@@ -42,6 +42,10 @@ type Spec struct {
 	// secrets replaced by placeholders (the Secrets above), instead of
 	// empty; a backend that cannot show them keeps them hidden.
 	MaskedFiles []MaskedFile
+	// OneStream says the call's stdout and stderr will be one writer (one
+	// pipe: the order of the command's writes kept), so that a sandbox
+	// prepared before the call is prepared that way.
+	OneStream bool
 }
 
 // MaskedFile is a file the sandbox sees, at Path, with Content.

@@ -103,6 +103,12 @@ type Runner struct {
 	// Discard runs each command and reports what it would have changed,
 	// applying nothing (see [Spec.Discard]).
 	Discard bool
+	// SeparateStreams keeps a Bash call's stdout and stderr apart (two
+	// pipes; the result's text is stdout then stderr). Otherwise they are
+	// one stream, in the order the command wrote them, as Claude Code's own
+	// Bash tool shows them (its output file holds both): the structured
+	// output then has all of it as stdout.
+	SeparateStreams bool
 
 	mu       sync.Mutex
 	approved []string // commands approved for the session
@@ -361,7 +367,7 @@ func (r *Runner) BashSpec(command string) (*Spec, error) {
 		}
 	}
 	return &Spec{Argv: []string{shell, "-c", command}, Env: r.Env, Dir: r.Gate.Cwd, FS: fs, Net: r.Net, Limits: r.Limits.Limits, Discard: r.Discard,
-		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles}, nil
+		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles, OneStream: !r.SeparateStreams}, nil
 }
 
 func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResult {
@@ -381,6 +387,10 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	// Head and tail of each stream, as Claude Code keeps them: a summary
 	// or a final error is at the end.
 	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
+	stdio := Stdio{Stdout: stdout, Stderr: stderr}
+	if !r.SeparateStreams {
+		stdio.Stderr = stdout
+	}
 	spec, err := r.BashSpec(call.command())
 	if err != nil {
 		return errResult(call.ID, "Error: the sandbox's filesystem policy cannot be compiled: "+err.Error()+"; nothing was run")
@@ -390,8 +400,11 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		return errResult(call.ID, "Error: this command would run outside the sandbox (the sandbox is disabled or unavailable), which sbx does not do from a tool call")
 	}
 	start := time.Now()
-	res, err := r.Executor.Run(ctx, spec, Stdio{Stdout: stdout, Stderr: stderr})
-	out := &BashOutput{Stdout: stdout.String(), Stderr: stderr.String(), Sandboxed: true, Verdict: v}
+	res, err := r.Executor.Run(ctx, spec, stdio)
+	out := &BashOutput{Stdout: stdout.String(), Sandboxed: true, Verdict: v}
+	if r.SeparateStreams {
+		out.Stderr = stderr.String()
+	}
 	if err != nil {
 		msg := "Error: the sandbox could not run the command: " + err.Error()
 		if ctx.Err() != nil {

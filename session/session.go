@@ -75,6 +75,11 @@ type Options struct {
 	// Discard runs commands and reports what they would have changed,
 	// applying nothing.
 	Discard bool
+	// SeparateStreams keeps a Bash tool call's stdout and stderr apart
+	// (structured output, MCP); otherwise they are one stream in the order
+	// written, as Claude Code's Bash shows them (see
+	// [pipeline.Runner.SeparateStreams]).
+	SeparateStreams bool
 	// Unsandboxed runs Run's command WITHOUT a sandbox (an explicit
 	// opt-out; tool calls are never run unsandboxed).
 	Unsandboxed bool
@@ -407,7 +412,8 @@ func (s *Session) build() (*sandbox, error) {
 	}
 	sb.exec = audited{sb.exec, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
-		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt}
+		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt,
+		SeparateStreams: s.opts.SeparateStreams}
 	if s.opts.Warm {
 		// A long-lived session: paths are resolved again for each call.
 		sb.runner.FSNow = func() (*fsrules.Policy, error) {

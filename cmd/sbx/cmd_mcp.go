@@ -25,6 +25,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		return code, err
 	}
 	t.nonInteractive = true
+	t.separateStreams = true // the bash tool's structured content has both
 	s, err := t.openServer(stderr)
 	if err != nil {
 		return exitSbxError, err

@@ -25,6 +25,9 @@ type toolFlags struct {
 	limits pipeline.LimitFlags
 	tx     txFlags
 	debug  bool
+	// separateStreams keeps stdout and stderr apart (MCP's structured
+	// content); --output structured does too.
+	separateStreams bool
 }
 
 // flags is the flag set of sbx tool, serve and mcp, bound to t.
@@ -65,6 +68,9 @@ func (t *toolFlags) open(stderr io.Writer, warm bool) (*session.Session, error) 
 	opts.Warm = warm
 	opts.Limits, opts.DefaultLimits, opts.AuditFile = t.limits, pipeline.DefaultToolLimits(), t.audit
 	opts.FS.HomeWorkspace, opts.Discard = t.tx.homeWorkspace, t.tx.discard
+	// Structured output reports stdout and stderr apart; the tool_result's
+	// text alone is one stream, in order, as Claude Code's Bash.
+	opts.SeparateStreams = t.output == "structured" || t.separateStreams
 	return session.Open(opts)
 }
 
