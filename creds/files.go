@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaskableFiles are the credential files, relative to the home directory,
@@ -43,6 +44,7 @@ func MaskFile(rel, path string, data []byte) (*MaskedFile, error) {
 	var err error
 	switch filepath.ToSlash(rel) {
 	case ".npmrc":
+		m.registry = npmRegistry(data)
 		out, err = m.lines(data, m.npmrcLine)
 	case ".netrc":
 		out, err = m.netrc(data)
@@ -89,6 +91,9 @@ func isComment(t string) bool { return strings.HasPrefix(t, "#") || strings.HasP
 type masker struct {
 	name    string
 	secrets []*Secret
+	// registry is the host of an .npmrc's registry= (unscoped credentials
+	// go there).
+	registry string
 }
 
 // mask returns the placeholder for value, bound to host ("" for none).
@@ -133,9 +138,29 @@ func (m *masker) lines(data []byte, f func(string) (string, error)) ([]byte, err
 	return out.Bytes(), nil
 }
 
+// npmRegistry is the host (host:port) of the file's own `registry=`
+// setting, where npm sends unscoped credentials; "" when it has none (sbx
+// does not guess the default registry).
+func npmRegistry(data []byte) string {
+	host := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.ToLower(strings.TrimSpace(k)) != "registry" {
+			continue
+		}
+		if u, err := url.Parse(strings.Trim(strings.TrimSpace(v), `"'`)); err == nil && u.Host != "" {
+			host = hostPort(u) // the last one wins, as in npm
+		}
+	}
+	return host
+}
+
 // npmrcLine masks `//host/path/:_authToken=…` (and _auth, _password,
-// password, certfile's key) and unscoped `_authToken=…` (bound to no host:
-// sbx does not guess the default registry).
+// password, certfile's key), bound to that host, and unscoped ones, bound
+// to the file's `registry=` host (to none without it). `_password` (the
+// password in base64) and `_auth` (user:password in base64) are decoded
+// and written back as the base64 of the placeholder, so that the Basic
+// credentials npm builds from them carry the placeholder the proxy swaps.
 func (m *masker) npmrcLine(line string) (string, error) {
 	t := strings.TrimSpace(line)
 	if t == "" {
@@ -161,18 +186,50 @@ func (m *masker) npmrcLine(line string) (string, error) {
 			host = hostPort(u)
 		}
 	}
-	switch strings.ToLower(field) {
+	if host == "" && k == field {
+		host = m.registry
+	}
+	f := strings.ToLower(field)
+	switch f {
 	case "_authtoken", "_auth", "_password", "password", "key", "keyfile", "cert", "certfile", "token":
 	default:
 		return line, nil
 	}
 	v := strings.TrimSpace(value)
 	unq := strings.Trim(v, `"'`)
+	if f == "_password" || f == "_auth" {
+		if enc, ok, err := m.maskBase64(k, unq, host, f == "_auth"); ok || err != nil {
+			return key + "=" + strings.Replace(value, unq, enc, 1), err
+		}
+	}
 	ph, err := m.mask(k, unq, host)
 	if err != nil {
 		return "", err
 	}
 	return key + "=" + strings.Replace(value, unq, ph, 1), nil
+}
+
+// maskBase64 masks a base64 credential: the password it holds (after
+// "user:" when userPass) becomes a placeholder, encoded again. ok is false
+// when v is not such a value (it is then masked as it is).
+func (m *masker) maskBase64(what, v, host string, userPass bool) (string, bool, error) {
+	dec, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(dec) == 0 || !utf8.Valid(dec) {
+		return "", false, nil
+	}
+	user, pass := "", string(dec)
+	if userPass {
+		var ok bool
+		if user, pass, ok = strings.Cut(string(dec), ":"); !ok {
+			return "", false, nil
+		}
+		user += ":"
+	}
+	ph, err := m.mask(what, pass, host)
+	if err != nil {
+		return "", false, err
+	}
+	return base64.StdEncoding.EncodeToString([]byte(user + ph)), true, nil
 }
 
 // gitCredentialsLine masks the password of `https://user:pass@host/…`.

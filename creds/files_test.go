@@ -2,6 +2,7 @@ package creds
 
 import (
 	"encoding/base64"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,9 +14,12 @@ func TestMaskFile(t *testing.T) {
 		secrets map[string]string // real value -> host
 		keep    []string          // lines kept as they are
 	}{
-		{".npmrc", "registry=https://npm.example/\n//npm.example/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789\n_authToken = \"plain-token-1\"\ncafile=/etc/ca.pem\n//x.example/path/:_password=cGFzcw==\nt=${NPM_TOKEN}\n",
-			map[string]string{"npm_abcdefghijklmnopqrstuvwxyz0123456789": "npm.example:443", "plain-token-1": "", "cGFzcw==": "x.example:443"},
+		// Unscoped credentials go to the file's registry=; _password and
+		// _auth are base64 of the password, of user:password.
+		{".npmrc", "registry=https://npm.example/\n//npm.example/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789\n_authToken = \"plain-token-1\"\ncafile=/etc/ca.pem\n//x.example/path/:_password=bnBtLXBhc3Mtc2VjcmV0LTk=\nt=${NPM_TOKEN}\n//y.example/:_auth=bWU6bnBtLWF1dGgtc2VjcmV0LTg=\n",
+			map[string]string{"npm_abcdefghijklmnopqrstuvwxyz0123456789": "npm.example:443", "plain-token-1": "npm.example:443", "npm-pass-secret-9": "x.example:443", "npm-auth-secret-8": "y.example:443"},
 			[]string{"registry=https://npm.example/\n", "cafile=/etc/ca.pem\n", "t=${NPM_TOKEN}\n"}},
+		{".npmrc", "_authToken=no-registry-token-7\n", map[string]string{"no-registry-token-7": ""}, nil},
 		{".npmrc", "STRAY-TOKEN\n", map[string]string{}, []string{"\n"}},
 		// Variants a red-team pass found in clear.
 		{".npmrc", "#//old.example/:_authToken=STRAY-OLD\n//h.example:4873/:_AuthToken=tok-case-123\nkey=\"-----BEGIN PRIVATE KEY-----\\nabc\"\n_authToken=${HOME}tail-secret-1\n",
@@ -48,7 +52,8 @@ func TestMaskFile(t *testing.T) {
 			if strings.Contains(got, s.Value()) {
 				t.Errorf("%s: the real value is still in the file:\n%s", tc.rel, got)
 			}
-			if !strings.Contains(got, s.Placeholder) && tc.rel != ".docker/config.json" {
+			if !strings.Contains(got, s.Placeholder) && !strings.Contains(got, base64.StdEncoding.EncodeToString([]byte(s.Placeholder))) &&
+				!strings.Contains(got, base64.StdEncoding.EncodeToString([]byte("me:"+s.Placeholder))) && tc.rel != ".docker/config.json" {
 				t.Errorf("%s: no placeholder for %s:\n%s", tc.rel, s.Name, got)
 			}
 		}
@@ -79,9 +84,40 @@ func FuzzMaskFile(f *testing.F) {
 			return
 		}
 		for _, s := range m.Secrets {
-			if len(s.Value()) >= 4 && strings.Contains(string(m.Content), s.Value()) && !strings.Contains(s.Placeholder, s.Value()) {
+			// A value that is also its host's name ("https://h@h") stays
+			// in the host.
+			inHost := slices.ContainsFunc(s.Hosts, func(h string) bool { return strings.Contains(h, s.Value()) })
+			if len(s.Value()) >= 4 && strings.Contains(string(m.Content), s.Value()) && !strings.Contains(s.Placeholder, s.Value()) && !inHost {
 				t.Errorf("%s: %q still holds %q:\n%s", rel, in, s.Value(), m.Content)
 			}
 		}
 	})
+}
+
+// npm's base64 credentials leave neither the password nor its base64 in
+// the file, and decode to the placeholder, as npm will decode them.
+func TestMaskNpmBase64(t *testing.T) {
+	pw := base64.StdEncoding.EncodeToString([]byte("npm-pass-secret-9"))
+	auth := base64.StdEncoding.EncodeToString([]byte("me:npm-auth-secret-8"))
+	m, err := MaskFile(".npmrc", "/h/.npmrc", []byte("//x.example/:_password="+pw+"\n//y.example/:_auth="+auth+"\n//z.example/:_password=not*base64\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(m.Content)
+	for _, real := range []string{pw, auth, "npm-pass-secret-9", "npm-auth-secret-8", "not*base64"} {
+		if strings.Contains(got, real) {
+			t.Errorf("%q left in:\n%s", real, got)
+		}
+	}
+	for i, prefix := range []string{"", "me:"} {
+		line := strings.Split(got, "\n")[i]
+		_, v, _ := strings.Cut(line, "=")
+		dec, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if !slices.ContainsFunc(m.Secrets, func(s *Secret) bool { return string(dec) == prefix+s.Placeholder }) {
+			t.Errorf("%s decodes to %q, not %q and a placeholder", line, dec, prefix)
+		}
+	}
 }

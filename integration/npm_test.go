@@ -210,14 +210,32 @@ func TestToolchainCachesZeroConfig(t *testing.T) {
 
 // ~/.npmrc is masked, not hidden: the sandbox sees its registry= and the
 // token's placeholder, npm installs with it through the proxy, and the
-// registry gets the real token, which never reaches the sandbox.
+// registry gets the real token, which never reaches the sandbox. The same
+// with a user name and a password (npm's _password is its base64: npm
+// decodes the placeholder and sends it in Basic credentials the proxy
+// decodes to swap).
 func TestMaskedNpmrcWithBoundToken(t *testing.T) {
+	real := "npm_" + strings.Repeat("Fi1e", 9)
+	t.Run("token", func(t *testing.T) {
+		maskedNpmrc(t, func(port int) string {
+			return fmt.Sprintf("registry=https://example.com:%d/\n//example.com:%d/:_authToken=%s\n", port, port, real)
+		}, "_authToken=npm_", "Bearer "+real, real)
+	})
+	pass := "hunter2-" + strings.Repeat("Pw", 8)
+	t.Run("password", func(t *testing.T) {
+		maskedNpmrc(t, func(port int) string {
+			return fmt.Sprintf("registry=https://example.com:%d/\n//example.com:%d/:username=me\n//example.com:%d/:_password=%s\n",
+				port, port, port, base64.StdEncoding.EncodeToString([]byte(pass)))
+		}, ":_password=", "Basic "+base64.StdEncoding.EncodeToString([]byte("me:"+pass)), pass)
+	})
+}
+
+func maskedNpmrc(t *testing.T, npmrcFor func(port int) string, seen, wantAuth, real string) {
 	requireTool(t, "npm")
 	e := newEnv(t)
-	real := "npm_" + strings.Repeat("Fi1e", 9)
 	reg := newTLSRegistry(t)
 	port := reg.port
-	npmrc := fmt.Sprintf("registry=https://example.com:%d/\n//example.com:%d/:_authToken=%s\n", port, port, real)
+	npmrc := npmrcFor(port)
 	if err := os.WriteFile(filepath.Join(e.home, ".npmrc"), []byte(npmrc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -239,11 +257,11 @@ func TestMaskedNpmrcWithBoundToken(t *testing.T) {
 	if res.ExitCode != 0 || !strings.Contains(out.String(), fmt.Sprintf("registry=https://example.com:%d/", port)) {
 		t.Fatalf("exit %d:\n%s", res.ExitCode, out.String())
 	}
-	if strings.Contains(out.String(), real) || !strings.Contains(out.String(), "_authToken=npm_") {
+	if strings.Contains(out.String(), real) || strings.Contains(out.String(), base64.StdEncoding.EncodeToString([]byte(real))) || !strings.Contains(out.String(), seen) {
 		t.Errorf("the sandbox's ~/.npmrc is not the masked one:\n%s", out.String())
 	}
-	if auth := reg.auths(); len(auth) == 0 || auth[0] != "Bearer "+real {
-		t.Errorf("the registry got %q, want the real token", auth)
+	if auth := reg.auths(); len(auth) == 0 || auth[0] != wantAuth {
+		t.Errorf("the registry got %q, want %q", auth, wantAuth)
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil {
 		t.Errorf("not installed on the host: %v", err)
@@ -261,5 +279,36 @@ func TestToolchainCachePerProject(t *testing.T) {
 	r := b.sh("cat $XDG_CACHE_HOME/marker $GOMODCACHE/marker 2>&1; true")
 	if strings.Contains(r.stdout, "planted") {
 		t.Errorf("another project's sandbox read the cache: %q", r.stdout)
+	}
+}
+
+// pnpm installs from a registry with no flag but the registry's domain: its
+// content-addressed store is the sandbox's own per project
+// (npm_config_store_dir), the package lands in the workspace, and the
+// host's own pnpm store is untouched.
+func TestPnpmZeroConfig(t *testing.T) {
+	requireTool(t, "pnpm")
+	pnpm, _ := exec.LookPath("pnpm")
+	e := newEnv(t)
+	var reg string
+	srv := httptest.NewServer(registryDouble(t, nil, func() string { return reg }))
+	defer srv.Close()
+	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	reg = "http://" + host
+	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
+	e.write(".npmrc", "registry="+reg+"/\n")
+	r := e.sh("export PATH="+filepath.Dir(pnpm)+":$PATH; pnpm add sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))'", "--allow-domain", host)
+	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
+		t.Fatalf("pnpm add: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	store, _ := filepath.Glob(filepath.Join(e.home, ".cache", "sbx", "projects", "ws-*", "pnpm-store", "*"))
+	if len(store) == 0 {
+		t.Error("the sandbox's pnpm store is empty")
+	}
+	if b, err := os.ReadFile(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil || !strings.Contains(string(b), "registry double") {
+		t.Errorf("not installed on the host: %v", err)
+	}
+	for _, p := range []string{".local/share/pnpm", ".pnpm-store", ".cache/pnpm"} {
+		assertAbsent(t, filepath.Join(e.home, p))
 	}
 }
