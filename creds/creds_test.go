@@ -203,3 +203,39 @@ func BenchmarkRedactReaderClean(b *testing.B) {
 		}
 	}
 }
+
+// A value inside longer base64 (Basic credentials "user:value" echoed
+// back, for users of every length, so the value starts at every offset of
+// a 3-byte group, and followed by more bytes) comes back as the
+// placeholder but for the bits its first and last bytes share with their
+// neighbours: the real value cannot be decoded from it.
+func TestRedactorBase64InsideLongerText(t *testing.T) {
+	v := "REALPASS2zz-secret"
+	res, _ := MaskEnv([]string{"API_TOKEN=" + v}, Config{})
+	ph := res.Secrets[0].Placeholder
+	for _, r := range []*Redactor{NewPlaceholderRedactor(res.Secrets), NewRedactor(res.Secrets)} {
+		for _, user := range []string{"", "b", "bo", "bob", "abcd", "x"} {
+			for _, after := range []string{"", "!", "!?", "!?#"} {
+				for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
+					in := enc.EncodeToString([]byte(user + ":" + v + after))
+					got := r.Redact("Authorization: Basic " + in)
+					b64 := strings.TrimPrefix(got, "Authorization: Basic ")
+					if strings.Contains(got, in) {
+						t.Fatalf("%q:%q%q unchanged", user, v, after)
+					}
+					dec, err := enc.DecodeString(b64)
+					if err != nil {
+						continue // [REDACTED:…] is not base64: nothing to decode
+					}
+					if strings.Contains(string(dec), v[2:len(v)-2]) {
+						t.Errorf("%q:%q%q decodes to %q", user, v, after, dec)
+					}
+					if r.to != nil && strings.HasPrefix(r.to[enc.EncodeToString([]byte(v))], enc.EncodeToString([]byte(ph))[:4]) &&
+						!strings.Contains(string(dec), ph[2:len(ph)-2]) {
+						t.Errorf("%q:%q%q decodes to %q, not the placeholder %q", user, v, after, dec, ph)
+					}
+				}
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +39,36 @@ var encodings = []func(string) string{
 	func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) },
 }
 
+// shiftedBase64 are the base64 forms of a value inside longer base64
+// text (Basic credentials "user:value", a value in a JSON blob): where the
+// value starts 0, 1 or 2 bytes into a 3-byte group, the characters that
+// depend on its bytes alone. The one or two characters at either end that
+// mix its bits with its neighbours' are not part of the form (so a few
+// bits of its first and last byte may remain).
+var shiftedBase64 = func() []func(string) string {
+	var out []func(string) string
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for shift := range 3 {
+			out = append(out, func(v string) string { return stableBase64(enc, shift, v) })
+		}
+	}
+	return out
+}()
+
+// stableBase64 is the part of the base64 of v, preceded by shift unknown
+// bytes and followed by more, that depends on v alone; "" when it is
+// shorter than 8 characters (too easily found in other base64).
+func stableBase64(enc *base64.Encoding, shift int, v string) string {
+	b := append(make([]byte, shift), v...)
+	s := enc.EncodeToString(b)
+	start := []int{0, 2, 3}[shift]
+	end := len(b)/3*4 + len(b)%3
+	if end-start < 8 {
+		return ""
+	}
+	return s[start:end]
+}
+
 // NewRedactor builds a redactor for secrets; nil secrets give one that
 // changes nothing.
 func NewRedactor(secrets []*Secret) *Redactor {
@@ -65,8 +96,10 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 		if len(s.value) < 4 {
 			continue // too short to redact without mangling ordinary text
 		}
-		for _, enc := range encodings {
-			forms = append(forms, form{enc(s.value), replacement(s, enc)})
+		for _, enc := range append(slices.Clone(encodings), shiftedBase64...) {
+			if f := enc(s.value); len(f) >= 4 {
+				forms = append(forms, form{f, replacement(s, enc)})
+			}
 		}
 	}
 	// Longest first, so an encoding is not half-replaced by a shorter form.

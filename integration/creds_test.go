@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -159,5 +160,43 @@ func TestSecretNotInSandboxProcesses(t *testing.T) {
 	}
 	if scanned < 6 {
 		t.Errorf("scanned only %d files", scanned)
+	}
+}
+
+// A secret the command prints across the point where the tool_result's
+// middle is cut is redacted whole (output is redacted before it is cut),
+// in the text and in the structured output.
+func TestSecretAcrossTheOutputCut(t *testing.T) {
+	e := newEnv(t)
+	real := "topsecretVALUE_4242_abcdefXYZ"
+	e.write("secretfile", real)
+	// 100,000 characters; the value starts 10 characters before the kept
+	// tail (the last 15,000) and at 14,990 (across the head's end).
+	e.write("gen.py", `v = open("secretfile").read()
+head = "a" * 14990 + v
+tail = v[10:] + "b" * (15000 - len(v) + 10)
+mid = "m" * (100000 - len(head) - len(tail) - 10) + v[:10]
+print(head + mid + tail, end="")
+`)
+	for _, args := range [][]string{nil, {"--output", "structured"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, sbxBin, append([]string{"tool"}, args...)...)
+		cmd.Dir, cmd.Env = e.ws, append(e.environ(), "MYSECRET_TOKEN="+real)
+		cmd.Stdin = strings.NewReader(`{"type":"tool_use","id":"cut","name":"Bash","input":{"command":"python3 gen.py"}}`)
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct{ Content string }
+		json.Unmarshal(out, &res)
+		if !strings.Contains(res.Content, "cut") {
+			t.Fatalf("%v: no cut in the result: %d characters", args, len(res.Content))
+		}
+		for _, part := range []string{real, "topsecretV", "ALUE_4242_abcdefXYZ"} {
+			if strings.Contains(string(out), part) {
+				t.Errorf("%v: %q in the result", args, part)
+			}
+		}
 	}
 }

@@ -387,9 +387,12 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	// Head and tail of each stream, as Claude Code keeps them: a summary
 	// or a final error is at the end.
 	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
-	stdio := Stdio{Stdout: stdout, Stderr: stderr}
+	// Redacted on the way in: the cut between head and tail must not
+	// split a secret the redaction would no longer see whole.
+	redOut, redErr := r.Redactor.Writer(stdout), r.Redactor.Writer(stderr)
+	stdio := Stdio{Stdout: redOut, Stderr: redErr}
 	if !r.SeparateStreams {
-		stdio.Stderr = stdout
+		stdio.Stderr = redOut
 	}
 	spec, err := r.BashSpec(call.command())
 	if err != nil {
@@ -401,6 +404,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	}
 	start := time.Now()
 	res, err := r.Executor.Run(ctx, spec, stdio)
+	redOut.Close()
+	redErr.Close()
 	out := &BashOutput{Stdout: stdout.String(), Sandboxed: true, Verdict: v}
 	if r.SeparateStreams {
 		out.Stderr = stderr.String()
