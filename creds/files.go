@@ -92,8 +92,9 @@ type masker struct {
 	name    string
 	secrets []*Secret
 	// registry is the host of an .npmrc's registry= (unscoped credentials
-	// go there).
+	// go there); section is set once an ini section header was seen.
 	registry string
+	section  bool
 }
 
 // mask returns the placeholder for value, bound to host ("" for none).
@@ -138,14 +139,18 @@ func (m *masker) lines(data []byte, f func(string) (string, error)) ([]byte, err
 	return out.Bytes(), nil
 }
 
-// npmRegistry is the host (host:port) of the file's own `registry=`
-// setting, where npm sends unscoped credentials; "" when it has none (sbx
-// does not guess the default registry).
+// npmRegistry is the host (host:port) of the file's own top-level
+// `registry=`, where npm sends unscoped credentials; "" when it has none
+// (sbx does not guess the default registry). A key after an ini section
+// header is that section's, not npm's registry.
 func npmRegistry(data []byte) string {
 	host := ""
 	for _, line := range strings.Split(string(data), "\n") {
+		if isSection(strings.TrimSpace(line)) {
+			break
+		}
 		k, v, ok := strings.Cut(line, "=")
-		if !ok || strings.ToLower(strings.TrimSpace(k)) != "registry" {
+		if !ok || strings.ToLower(npmKey(k)) != "registry" {
 			continue
 		}
 		if u, err := url.Parse(strings.Trim(strings.TrimSpace(v), `"'`)); err == nil && u.Host != "" {
@@ -155,27 +160,48 @@ func npmRegistry(data []byte) string {
 	return host
 }
 
+// isSection reports whether a trimmed line is an ini section header
+// ([name]).
+func isSection(t string) bool {
+	return len(t) >= 2 && t[0] == '[' && t[len(t)-1] == ']' && !strings.Contains(t[1:len(t)-1], "]")
+}
+
+// npmKey is a key as npm's ini parser reads it: trimmed, unquoted, and
+// without the [] that marks an array.
+func npmKey(key string) string {
+	k := strings.TrimSpace(key)
+	if len(k) >= 2 && (k[0] == '"' || k[0] == '\'') && k[len(k)-1] == k[0] {
+		k = strings.TrimSpace(k[1 : len(k)-1])
+	}
+	return strings.TrimSuffix(k, "[]")
+}
+
 // npmrcLine masks `//host/path/:_authToken=…` (and _auth, _password,
 // password, certfile's key), bound to that host, and unscoped ones, bound
-// to the file's `registry=` host (to none without it). `_password` (the
-// password in base64) and `_auth` (user:password in base64) are decoded
-// and written back as the base64 of the placeholder, so that the Basic
-// credentials npm builds from them carry the placeholder the proxy swaps.
+// to the file's `registry=` host (to none without it); keys are read as
+// npm reads them (quoted, arrays). `_password` (the password in base64)
+// and `_auth` (user:password in base64) are decoded and written back as
+// the base64 of the placeholder, so that the Basic credentials npm builds
+// from them carry the placeholder the proxy swaps. A password in any URL
+// value (registry=https://user:pw@host/) is masked too. Section headers
+// are kept: they change what the keys after them mean.
 func (m *masker) npmrcLine(line string) (string, error) {
 	t := strings.TrimSpace(line)
-	if t == "" {
+	switch {
+	case t == "":
 		return line, nil
-	}
-	if isComment(t) {
+	case isComment(t):
 		return "", nil
+	case isSection(t):
+		m.section = true
+		return line, nil
 	}
 	key, value, ok := strings.Cut(line, "=")
 	if !ok {
 		return "", nil // not a setting: left out
 	}
-	k := strings.TrimSpace(key)
-	field := k
-	host := ""
+	k := npmKey(key)
+	field, host := k, ""
 	if strings.HasPrefix(k, "//") {
 		i := strings.LastIndex(k, ":")
 		if i < 0 {
@@ -185,15 +211,14 @@ func (m *masker) npmrcLine(line string) (string, error) {
 		if u, err := url.Parse("https:" + k[:i]); err == nil {
 			host = hostPort(u)
 		}
-	}
-	if host == "" && k == field {
+	} else if !m.section {
 		host = m.registry
 	}
 	f := strings.ToLower(field)
 	switch f {
 	case "_authtoken", "_auth", "_password", "password", "key", "keyfile", "cert", "certfile", "token":
 	default:
-		return line, nil
+		return m.urlPassword(k, key, value)
 	}
 	v := strings.TrimSpace(value)
 	unq := strings.Trim(v, `"'`)
@@ -207,6 +232,25 @@ func (m *masker) npmrcLine(line string) (string, error) {
 		return "", err
 	}
 	return key + "=" + strings.Replace(value, unq, ph, 1), nil
+}
+
+// urlPassword masks the password of a URL value, bound to its host.
+func (m *masker) urlPassword(k, key, value string) (string, error) {
+	v := strings.Trim(strings.TrimSpace(value), `"'`)
+	u, err := url.Parse(v)
+	if !strings.Contains(v, "://") || err != nil || u.User == nil {
+		return key + "=" + value, nil
+	}
+	pass, ok := u.User.Password()
+	if !ok || pass == "" {
+		return key + "=" + value, nil
+	}
+	ph, err := m.mask(k+" URL password", pass, hostPort(u))
+	if err != nil {
+		return "", err
+	}
+	u.User = url.UserPassword(u.User.Username(), ph)
+	return key + "=" + strings.Replace(value, v, u.String(), 1), nil
 }
 
 // maskBase64 masks a base64 credential: the password it holds (after

@@ -20,6 +20,11 @@ func TestMaskFile(t *testing.T) {
 			map[string]string{"npm_abcdefghijklmnopqrstuvwxyz0123456789": "npm.example:443", "plain-token-1": "npm.example:443", "npm-pass-secret-9": "x.example:443", "npm-auth-secret-8": "y.example:443"},
 			[]string{"registry=https://npm.example/\n", "cafile=/etc/ca.pem\n", "t=${NPM_TOKEN}\n"}},
 		{".npmrc", "_authToken=no-registry-token-7\n", map[string]string{"no-registry-token-7": ""}, nil},
+		// Keys as npm's ini parser reads them (quoted, arrays), a password in
+		// a URL, and a section: its registry= is not the top-level one.
+		{".npmrc", "\"//q.example/:_authToken\"=\"SECRET_QUOTED_2\"\n//a.example/:_authToken[]=SECRET_ARR_7\nregistry=http://user:pw-secret-5@r.example:8080/\n_authToken=unscoped-secret-6\n",
+			map[string]string{"SECRET_QUOTED_2": "q.example:443", "SECRET_ARR_7": "a.example:443", "pw-secret-5": "r.example:8080", "unscoped-secret-6": "r.example:8080"}, nil},
+		{".npmrc", "_authToken=X-unscoped-9\n[x]\nregistry=http://other.example/\n", map[string]string{"X-unscoped-9": ""}, []string{"[x]\n", "registry=http://other.example/\n"}},
 		{".npmrc", "STRAY-TOKEN\n", map[string]string{}, []string{"\n"}},
 		// Variants a red-team pass found in clear.
 		{".npmrc", "#//old.example/:_authToken=STRAY-OLD\n//h.example:4873/:_AuthToken=tok-case-123\nkey=\"-----BEGIN PRIVATE KEY-----\\nabc\"\n_authToken=${HOME}tail-secret-1\n",
