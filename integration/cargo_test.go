@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // findCargo returns the cargo command and the rustup home it needs: on
@@ -136,4 +138,23 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A CARGO_HOME the environment sets elsewhere (Rust's images use
+// /usr/local/cargo) keeps its credentials.toml from the sandbox, as
+// ~/.cargo's is.
+func TestCustomCargoHomeCredentialsHidden(t *testing.T) {
+	e := newEnv(t)
+	cargoHome := filepath.Join(filepath.Dir(e.home), "cargohome")
+	os.Mkdir(cargoHome, 0o755)
+	os.WriteFile(filepath.Join(cargoHome, "credentials.toml"), []byte("token = \"cio_CUSTOMHOME_SECRET\"\n"), 0o600)
+	os.WriteFile(filepath.Join(cargoHome, "config.toml"), []byte("[net]\nretry = 1\n"), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sbxBin, "run", "-c", `cat "$CARGO_HOME/credentials.toml"; cat "$CARGO_HOME/config.toml"`)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "CARGO_HOME="+cargoHome)
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "CUSTOMHOME_SECRET") || !strings.Contains(string(out), "retry = 1") {
+		t.Errorf("the sandbox read:\n%s", out)
+	}
 }

@@ -22,6 +22,10 @@ type FSFlags struct {
 	StateDir string
 	// Caches are sbx-owned toolchain caches the sandbox writes directly.
 	Caches []string
+	// Getenv reads the caller's environment, for the credential files
+	// that variables move out of the home directory ($CARGO_HOME,
+	// $DOCKER_CONFIG …); nil reads none.
+	Getenv func(string) string
 }
 
 // FSInput gathers the filesystem lists of the merged settings and the flags
@@ -32,6 +36,7 @@ func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Inpu
 	if s != nil && s.Home != "" {
 		defaultCredentialDenies(s.Home, workspace, &in)
 	}
+	envCredentialDenies(flags.Getenv, &in)
 	own := "sbx's own files"
 	if flags.StateDir != "" {
 		in.Self = append(in.Self, fsrules.Rule{Pattern: flags.StateDir, BaseDir: workspace, Origin: own})
@@ -167,6 +172,42 @@ var credentialFiles = []string{".ssh", ".aws", ".config/gcloud", ".azure", ".kub
 	".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history", ".local/share/fish/fish_history",
 	".python_history", ".node_repl_history", ".psql_history", ".mysql_history", ".sqlite_history",
 	".rediscli_history", ".irb_history", ".pry_history", ".lesshst", ".local/share/nvim/shada", ".viminfo"}
+
+// credentialEnv are the variables that move credential files out of the
+// home directory, and the files (relative to a directory the variable
+// names; "" for the path itself) denied there too. A list variable
+// (KUBECONFIG) names several, separated by colons.
+var credentialEnv = []struct {
+	name  string
+	files []string
+}{
+	{"CARGO_HOME", []string{"credentials", "credentials.toml"}},
+	{"DOCKER_CONFIG", []string{"config.json"}},
+	{"NPM_CONFIG_USERCONFIG", []string{""}}, {"npm_config_userconfig", []string{""}},
+	{"AWS_SHARED_CREDENTIALS_FILE", []string{""}}, {"AWS_CONFIG_FILE", []string{""}},
+	{"KUBECONFIG", []string{""}}, {"GNUPGHOME", []string{""}}, {"GH_CONFIG_DIR", []string{""}},
+	{"CLOUDSDK_CONFIG", []string{""}}, {"AZURE_CONFIG_DIR", []string{""}}, {"PASSWORD_STORE_DIR", []string{""}},
+	{"NETRC", []string{""}}, {"PIP_CONFIG_FILE", []string{""}},
+}
+
+// envCredentialDenies adds the credential files the environment moved
+// (absolute paths only) to denyRead.
+func envCredentialDenies(getenv func(string) string, in *fsrules.Input) {
+	if getenv == nil {
+		return
+	}
+	for _, v := range credentialEnv {
+		for _, dir := range filepath.SplitList(getenv(v.name)) {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			origin := "credential files named by $" + v.name + " (sbx default; re-open with allowRead)"
+			for _, f := range v.files {
+				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(dir, f), BaseDir: dir, Origin: origin})
+			}
+		}
+	}
+}
 
 // credentialReopen are re-opened inside those by default: public halves.
 var credentialReopen = []string{".ssh/known_hosts", ".ssh/*.pub", ".ssh/config"}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
@@ -43,5 +44,21 @@ func TestPermissionPathsUseTheGatesAnchors(t *testing.T) {
 		if l := lists[tt.list]; n != 1 || len(l) != 1 || l[0].Pattern != tt.pattern {
 			t.Errorf("%s %s: %+v, want %s %s", tt.behavior, tt.rule, in, tt.list, tt.pattern)
 		}
+	}
+}
+
+// Credential files the environment moves out of the home directory are
+// denied where it moved them (CARGO_HOME=/usr/local/cargo in Rust's
+// images); relative values and unset variables add nothing.
+func TestEnvCredentialDenies(t *testing.T) {
+	env := map[string]string{"CARGO_HOME": "/usr/local/cargo", "DOCKER_CONFIG": "rel/docker", "KUBECONFIG": "/k/a:/k/b"}
+	in := FSInput(nil, FSFlags{Getenv: func(k string) string { return env[k] }}, "/w")
+	var got []string
+	for _, r := range in.DenyRead {
+		got = append(got, r.Pattern)
+	}
+	want := []string{"/usr/local/cargo/credentials", "/usr/local/cargo/credentials.toml", "/k/a", "/k/b"}
+	if !slices.Equal(got, want) {
+		t.Errorf("denyRead %q, want %q", got, want)
 	}
 }

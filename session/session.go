@@ -353,6 +353,7 @@ func (s *Session) build() (*sandbox, error) {
 	sb := &sandbox{}
 	fsf := s.opts.FS
 	fsf.StateDir = s.StateDir()
+	fsf.Getenv = s.getenv
 	// The first run makes it anyway; made now, the policy compiled before
 	// and after that run is the same (a warm sandbox fits the next call).
 	_ = os.MkdirAll(fsf.StateDir, 0o700)
