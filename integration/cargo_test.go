@@ -10,9 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,9 +90,7 @@ func TestCargoRegistryZeroConfig(t *testing.T) {
 	e := newEnv(t)
 	var base string
 	var downloads atomic.Int32
-	srv := httptest.NewServer(cargoRegistryDouble(t, func() string { return base }, &downloads))
-	defer srv.Close()
-	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	host := hostDouble(t, cargoRegistryDouble(t, func() string { return base }, &downloads))
 	base = "http://" + host
 	// The user's cargo configuration names the registry (source
 	// replacement) and holds a token beside it in credentials.toml.

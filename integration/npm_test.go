@@ -136,6 +136,15 @@ func registryDouble(t *testing.T, seen func(*http.Request), base func() string) 
 	})
 }
 
+// hostDouble serves h on the host's loopback for the test's duration and
+// returns its address as the sandbox names it (host.sbx.internal:PORT).
+func hostDouble(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+}
+
 // packageTarball is an npm package: package/package.json and index.js.
 func packageTarball(t *testing.T) []byte {
 	var buf bytes.Buffer
@@ -177,9 +186,7 @@ func TestToolchainCachesZeroConfig(t *testing.T) {
 	e := newEnv(t)
 	// The host's loopback, as the sandbox names it.
 	var reg string
-	srv := httptest.NewServer(registryDouble(t, nil, func() string { return reg }))
-	defer srv.Close()
-	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	host := hostDouble(t, registryDouble(t, nil, func() string { return reg }))
 	reg = "http://" + host
 	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
 	e.write(".npmrc", "registry="+reg+"/\n")
@@ -291,9 +298,7 @@ func TestPnpmZeroConfig(t *testing.T) {
 	pnpm, _ := exec.LookPath("pnpm")
 	e := newEnv(t)
 	var reg string
-	srv := httptest.NewServer(registryDouble(t, nil, func() string { return reg }))
-	defer srv.Close()
-	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	host := hostDouble(t, registryDouble(t, nil, func() string { return reg }))
 	reg = "http://" + host
 	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
 	e.write(".npmrc", "registry="+reg+"/\n")

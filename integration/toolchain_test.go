@@ -9,9 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,9 +71,7 @@ func TestGoModuleProxyZeroConfig(t *testing.T) {
 	}
 	e := newEnv(t)
 	var zips atomic.Int32
-	srv := httptest.NewServer(goProxyDouble(t, &zips))
-	defer srv.Close()
-	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	host := hostDouble(t, goProxyDouble(t, &zips))
 	e.write("go.mod", "module app\n\ngo 1.22\n\nrequire sbx.test/dep v1.0.0\n")
 	e.write("main.go", "package main\n\nimport \"sbx.test/dep\"\n\nfunc main() { println(dep.Hello) }\n")
 	script := "export GOPROXY=http://" + host + " GONOSUMDB=sbx.test GOFLAGS=-mod=mod GOTOOLCHAIN=local; " +
@@ -141,9 +137,7 @@ func TestPipIndexZeroConfig(t *testing.T) {
 	}
 	e := newEnv(t)
 	var wheels atomic.Int32
-	srv := httptest.NewServer(pipIndexDouble(t, &wheels))
-	defer srv.Close()
-	host := fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	host := hostDouble(t, pipIndexDouble(t, &wheels))
 	script := "export PIP_INDEX_URL=http://" + host + "/simple/ PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_TRUSTED_HOST=host.sbx.internal; rm -rf pylib; " +
 		"python3 -m pip install -q --target pylib sbxdep 2>&1 && PYTHONPATH=pylib python3 -c 'import sbxdep; print(sbxdep.HELLO)'"
 	r := e.sh(script, "--allow-domain", host)
