@@ -21,6 +21,15 @@ var readOnlyCommands = []string{"ls", "cat", "echo", "pwd", "head", "tail", "gre
 	"wc", "which", "diff", "stat", "du", "df", "cd", "file", "tree", "whoami", "id", "date", "uname", "printf",
 	"true", "false", "test", "[", "realpath", "basename", "dirname", "uniq", "cut", "type", "env", "printenv", "less", "more", "nl", "cmp"}
 
+// readOnlyCommandSet is readOnlyCommands for lookups (read only).
+var readOnlyCommandSet = func() map[string]bool {
+	m := make(map[string]bool, len(readOnlyCommands))
+	for _, c := range readOnlyCommands {
+		m[c] = true
+	}
+	return m
+}()
+
 // readOnlyGit are git subcommands that change nothing.
 var readOnlyGit = []string{"status", "log", "diff", "show", "rev-parse", "ls-files", "describe", "blame", "grep",
 	"shortlog", "ls-tree", "cat-file", "merge-base", "reflog"}
@@ -67,7 +76,7 @@ func (g *Gate) isReadOnly(sc SimpleCommand) bool {
 	case "git":
 		return g.readOnlyGit(sc, args)
 	}
-	return slices.Contains(readOnlyCommands, name)
+	return readOnlyCommandSet[name]
 }
 
 // dangerousFlags make an otherwise read-only command run a program or

@@ -34,6 +34,7 @@ type Rule struct {
 	bashRe            *regexp.Regexp
 	bashPrefix        string // literal text before the first *: a cheap reject
 	bashExact         bool   // no wildcard: an exec wrapper may match it
+	bashWord          string // the literal of a "literal *" pattern, matched without the regexp
 	pathRule          *pathRule
 	domain            string
 }
@@ -129,6 +130,7 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 	switch r.Tool {
 	case "Bash":
 		r.bashRe, r.bashExact = bashPattern(r.Spec)
+		r.bashWord = wordPattern(r.Spec)
 		r.bashPrefix, _, _ = strings.Cut(strings.TrimSuffix(r.Spec, ":*"), "*")
 		r.bashPrefix = strings.TrimSuffix(r.bashPrefix, " ")
 	case "Read", "Edit":
@@ -186,8 +188,28 @@ func bashPattern(spec string) (*regexp.Regexp, bool) {
 	return regexp.MustCompile("(?s)^" + strings.Join(parts, ".*") + "$"), false
 }
 
+// wordPattern returns the literal of a "literal *" pattern (see
+// bashPattern's second case), "" for any other.
+func wordPattern(spec string) string {
+	if strings.HasSuffix(spec, ":*") {
+		spec = strings.TrimSuffix(spec, ":*") + " *"
+	}
+	if strings.Count(spec, "*") == 1 && strings.HasSuffix(spec, " *") {
+		return strings.TrimSuffix(spec, " *")
+	}
+	return ""
+}
+
 // matchBash matches a command text against a Bash rule's pattern.
 func (r *Rule) matchBash(text string) bool {
+	if w := r.bashWord; w != "" {
+		// ^w(?: .*)?$ without the regexp: "." does not match a newline.
+		if !strings.HasPrefix(text, w) {
+			return false
+		}
+		rest := text[len(w):]
+		return rest == "" || rest[0] == ' ' && strings.IndexByte(rest, '\n') < 0
+	}
 	return strings.HasPrefix(text, r.bashPrefix) && r.bashRe.MatchString(text)
 }
 

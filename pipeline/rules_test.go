@@ -3,6 +3,7 @@ package pipeline
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
@@ -121,6 +122,33 @@ func FuzzParseRule(f *testing.F) {
 		}
 		if r.bashRe != nil {
 			r.bashRe.MatchString("npm test")
+		}
+	})
+}
+
+// The "literal *" fast path of matchBash means exactly what the pattern's
+// regexp means, for any literal and text (newlines, spaces, prefixes).
+func FuzzMatchBashWord(f *testing.F) {
+	for _, s := range [][2]string{{"npm", "npm test"}, {"npm", "npm"}, {"npm", "npmx"}, {"git push", "git push\norigin"},
+		{"a b", "a b "}, {"x", "x\n"}, {"", " y"}, {"ls", "ls \t-l"}} {
+		f.Add(s[0], s[1], false)
+		f.Add(s[0], s[1], true)
+	}
+	f.Fuzz(func(t *testing.T, lit, text string, colon bool) {
+		if strings.Contains(lit, "*") || lit == "" || !utf8.ValidString(lit) {
+			return // settings are UTF-8: such a rule cannot be written
+		}
+		spec := lit + " *"
+		if colon {
+			spec = lit + ":*"
+		}
+		re, _ := bashPattern(spec)
+		r := &Rule{bashRe: re, bashWord: wordPattern(spec)}
+		if r.bashWord != lit {
+			t.Fatalf("%q: word %q", spec, r.bashWord)
+		}
+		if got, want := r.matchBash(text), re.MatchString(text); got != want {
+			t.Errorf("%q against %q: %v, the regexp says %v", spec, text, got, want)
 		}
 	})
 }
