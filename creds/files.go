@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -45,7 +46,7 @@ func MaskFile(rel, path string, data []byte) (*MaskedFile, error) {
 	switch filepath.ToSlash(rel) {
 	case ".npmrc":
 		m.registry = npmRegistry(data)
-		out, err = m.lines(data, m.npmrcLine)
+		out, err = m.linesCR(data, m.npmrcLine)
 	case ".netrc":
 		out, err = m.netrc(data)
 	case ".git-credentials":
@@ -139,14 +140,44 @@ func (m *masker) lines(data []byte, f func(string) (string, error)) ([]byte, err
 	return out.Bytes(), nil
 }
 
+// linesCR is lines for files whose reader also ends a line at a lone CR
+// (npm's ini parser splits on [\r\n]+).
+func (m *masker) linesCR(data []byte, f func(string) (string, error)) ([]byte, error) {
+	var out bytes.Buffer
+	for _, line := range splitAfterCRLF(data) {
+		body := strings.TrimRight(string(line), "\r\n")
+		masked, err := f(body)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString(masked)
+		out.Write(line[len(body):])
+	}
+	return out.Bytes(), nil
+}
+
+// splitAfterCRLF cuts data after every CR and every LF.
+func splitAfterCRLF(data []byte) [][]byte {
+	var out [][]byte
+	for len(data) > 0 {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			return append(out, data)
+		}
+		out, data = append(out, data[:i+1]), data[i+1:]
+	}
+	return out
+}
+
 // npmRegistry is the host (host:port) of the file's own top-level
 // `registry=`, where npm sends unscoped credentials; "" when it has none
 // (sbx does not guess the default registry). A key after an ini section
 // header is that section's, not npm's registry.
 func npmRegistry(data []byte) string {
 	host := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		if isSection(strings.TrimSpace(line)) {
+	for _, b := range splitAfterCRLF(data) {
+		line := strings.TrimRight(string(b), "\r\n")
+		if isSection(iniTrim(line)) {
 			break
 		}
 		k, v, ok := strings.Cut(line, "=")
@@ -166,12 +197,26 @@ func isSection(t string) bool {
 	return len(t) >= 2 && t[0] == '[' && t[len(t)-1] == ']' && !strings.Contains(t[1:len(t)-1], "]")
 }
 
-// npmKey is a key as npm's ini parser reads it: trimmed, unquoted, and
-// without the [] that marks an array.
+// iniTrim trims as JavaScript's trim(), which npm's ini parser uses: Go's
+// white space and the byte-order mark.
+func iniTrim(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
+}
+
+// npmKey is a key as npm's ini parser reads it: trimmed, unquoted (a
+// double-quoted key is JSON, escapes and all), and without the [] that
+// marks an array.
 func npmKey(key string) string {
-	k := strings.TrimSpace(key)
+	k := iniTrim(key)
 	if len(k) >= 2 && (k[0] == '"' || k[0] == '\'') && k[len(k)-1] == k[0] {
-		k = strings.TrimSpace(k[1 : len(k)-1])
+		inner := k[1 : len(k)-1]
+		var s string
+		if err := json.Unmarshal([]byte(`"`+inner+`"`), &s); err == nil && k[0] == '"' {
+			inner = s
+		} else if err := json.Unmarshal([]byte(inner), &s); err == nil && k[0] == '\'' {
+			inner = s // ini parses what the single quotes hold as JSON too
+		}
+		k = iniTrim(inner)
 	}
 	return strings.TrimSuffix(k, "[]")
 }
@@ -186,7 +231,7 @@ func npmKey(key string) string {
 // value (registry=https://user:pw@host/) is masked too. Section headers
 // are kept: they change what the keys after them mean.
 func (m *masker) npmrcLine(line string) (string, error) {
-	t := strings.TrimSpace(line)
+	t := iniTrim(line)
 	switch {
 	case t == "":
 		return line, nil
@@ -242,8 +287,14 @@ func (m *masker) urlPassword(k, key, value string) (string, error) {
 		return key + "=" + value, nil
 	}
 	pass, ok := u.User.Password()
-	if !ok || pass == "" {
-		return key + "=" + value, nil
+	if !ok {
+		// A token as the user name (https://TOKEN@host).
+		ph, err := m.mask(k+" URL user", u.User.Username(), hostPort(u))
+		if err != nil {
+			return "", err
+		}
+		u.User = url.User(ph)
+		return key + "=" + strings.Replace(value, v, u.String(), 1), nil
 	}
 	ph, err := m.mask(k+" URL password", pass, hostPort(u))
 	if err != nil {

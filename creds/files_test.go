@@ -25,6 +25,11 @@ func TestMaskFile(t *testing.T) {
 		{".npmrc", "\"//q.example/:_authToken\"=\"SECRET_QUOTED_2\"\n//a.example/:_authToken[]=SECRET_ARR_7\nregistry=http://user:pw-secret-5@r.example:8080/\n_authToken=unscoped-secret-6\n",
 			map[string]string{"SECRET_QUOTED_2": "q.example:443", "SECRET_ARR_7": "a.example:443", "pw-secret-5": "r.example:8080", "unscoped-secret-6": "r.example:8080"}, nil},
 		{".npmrc", "_authToken=X-unscoped-9\n[x]\nregistry=http://other.example/\n", map[string]string{"X-unscoped-9": ""}, []string{"[x]\n", "registry=http://other.example/\n"}},
+		// What a second red team found npm reads and the masker did not: a
+		// JSON escape in a quoted key, a lone CR ending a line, a byte-order
+		// mark before a key, a token as a URL's user name.
+		{".npmrc", "\"//d.example/:_auth\\u0054oken\"=SECRETD4\na=b\r//p.example/:_authToken=SECRETP16\n\ufeff//s.example/:_authToken=SECRETS19\nhttps-proxy=http://SECRETJ10@proxy.example:8080/\n",
+			map[string]string{"SECRETD4": "d.example:443", "SECRETP16": "p.example:443", "SECRETS19": "s.example:443", "SECRETJ10": "proxy.example:8080"}, []string{"a=b\r"}},
 		{".npmrc", "STRAY-TOKEN\n", map[string]string{}, []string{"\n"}},
 		// Variants a red-team pass found in clear.
 		{".npmrc", "#//old.example/:_authToken=STRAY-OLD\n//h.example:4873/:_AuthToken=tok-case-123\nkey=\"-----BEGIN PRIVATE KEY-----\\nabc\"\n_authToken=${HOME}tail-secret-1\n",
