@@ -37,6 +37,22 @@ var encodings = []func(string) string{
 	url.QueryEscape, url.PathEscape,
 	func(v string) string { return hex.EncodeToString([]byte(v)) },
 	func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) },
+	// Every byte percent-encoded (a valid URL encoding too), either case.
+	func(v string) string { return percentAll(v, false) },
+	func(v string) string { return percentAll(v, true) },
+}
+
+// percentAll percent-encodes every byte of v.
+func percentAll(v string, lower bool) string {
+	h := hex.EncodeToString([]byte(v))
+	if !lower {
+		h = strings.ToUpper(h)
+	}
+	var b strings.Builder
+	for i := 0; i < len(h); i += 2 {
+		b.WriteString("%" + h[i:i+2])
+	}
+	return b.String()
 }
 
 // shiftedBase64 are the base64 forms of a value inside longer base64

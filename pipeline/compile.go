@@ -36,7 +36,7 @@ func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Inpu
 	if s != nil && s.Home != "" {
 		defaultCredentialDenies(s.Home, workspace, &in)
 	}
-	envCredentialDenies(flags.Getenv, &in)
+	envCredentialDenies(flags.Getenv, workspace, &in)
 	own := "sbx's own files"
 	if flags.StateDir != "" {
 		in.Self = append(in.Self, fsrules.Rule{Pattern: flags.StateDir, BaseDir: workspace, Origin: own})
@@ -191,14 +191,22 @@ var credentialEnv = []struct {
 }
 
 // envCredentialDenies adds the credential files the environment moved
-// (absolute paths only) to denyRead.
-func envCredentialDenies(getenv func(string) string, in *fsrules.Input) {
+// to denyRead; a relative path is taken from the workspace, where the
+// tools in the sandbox start. A path that holds the workspace ("/", the
+// home directory) is not denied: it would hide the workspace itself.
+func envCredentialDenies(getenv func(string) string, workspace string, in *fsrules.Input) {
 	if getenv == nil {
 		return
 	}
 	for _, v := range credentialEnv {
 		for _, dir := range filepath.SplitList(getenv(v.name)) {
+			if dir == "" {
+				continue
+			}
 			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(workspace, dir)
+			}
+			if fsrules.Within(workspace, filepath.Clean(dir)) {
 				continue
 			}
 			origin := "credential files named by $" + v.name + " (sbx default; re-open with allowRead)"

@@ -51,13 +51,14 @@ func TestPermissionPathsUseTheGatesAnchors(t *testing.T) {
 // denied where it moved them (CARGO_HOME=/usr/local/cargo in Rust's
 // images); relative values and unset variables add nothing.
 func TestEnvCredentialDenies(t *testing.T) {
-	env := map[string]string{"CARGO_HOME": "/usr/local/cargo", "DOCKER_CONFIG": "rel/docker", "KUBECONFIG": "/k/a:/k/b"}
+	env := map[string]string{"CARGO_HOME": "/usr/local/cargo", "DOCKER_CONFIG": "rel/docker", "KUBECONFIG": "/k/a::/k/b:kc",
+		"GNUPGHOME": "/", "GH_CONFIG_DIR": "/w/.."}
 	in := FSInput(nil, FSFlags{Getenv: func(k string) string { return env[k] }}, "/w")
 	var got []string
 	for _, r := range in.DenyRead {
 		got = append(got, r.Pattern)
 	}
-	want := []string{"/usr/local/cargo/credentials", "/usr/local/cargo/credentials.toml", "/k/a", "/k/b"}
+	want := []string{"/usr/local/cargo/credentials", "/usr/local/cargo/credentials.toml", "/w/rel/docker/config.json", "/k/a", "/k/b", "/w/kc"}
 	if !slices.Equal(got, want) {
 		t.Errorf("denyRead %q, want %q", got, want)
 	}
