@@ -173,4 +173,9 @@ func TestToolMixedOutputOrderAndCut(t *testing.T) {
 	if !strings.HasPrefix(c, "out 1\nerr 1\nout 2\nerr 2\nout 3\nerr 3\n") || !strings.HasSuffix(c, "out 24999\nerr 24999\nout 25000\nerr 25000\n") {
 		t.Errorf("order lost: %q … %q", c[:60], c[len(c)-60:])
 	}
+	// The note counts everything cut: the 500 kB less the 30,000 kept.
+	var chars, bytes int
+	if _, err := fmt.Sscanf(c[strings.Index(c, "... [")+5:], "%d characters cut, and %d bytes", &chars, &bytes); err != nil || chars+bytes < 400000 {
+		t.Errorf("cut note: %v: %q", err, c[strings.Index(c, "... ["):strings.Index(c, "... [")+80])
+	}
 }

@@ -125,6 +125,13 @@ func (b *HeadTail) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Dropped returns how many bytes fell between the head and the tail.
+func (b *HeadTail) Dropped() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.total-int64(len(b.head))-int64(len(b.tail)), 0)
+}
+
 // String is the head, a note of how many bytes were cut, and the tail.
 func (b *HeadTail) String() string {
 	b.mu.Lock()

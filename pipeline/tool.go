@@ -270,7 +270,7 @@ func (r *Runner) runRead(ctx context.Context, call *Call) *ToolResult {
 		}
 		fmt.Fprintf(&b, "%6d\t%s\n", i+1, l)
 	}
-	return &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(b.String(), MaxOutputChars)}
+	return &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(b.String(), MaxOutputChars, 0)}
 }
 
 // maxReadBytes bounds the file the Read tool reads.
@@ -460,7 +460,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	if extra := r.postHooks(ctx, event, call, out, firstLine(content), time.Since(start)); extra != "" {
 		content += "\n" + extra
 	}
-	tr := &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(content, maxOut), IsError: isErr, Output: out}
+	tr := &ToolResult{Type: "tool_result", ToolUseID: call.ID, Content: capOutput(content, maxOut, stdout.Dropped()+stderr.Dropped()),
+		IsError: isErr, Output: out}
 	return tr
 }
 
@@ -556,8 +557,9 @@ func combine(stdout, stderr string) string {
 }
 
 // capOutput cuts the middle of s to at most max characters, with a note
-// saying how much was cut.
-func capOutput(s string, max int) string {
+// saying how much was cut (dropped: bytes the output buffers had cut
+// before).
+func capOutput(s string, max int, dropped int64) string {
 	n := utf8.RuneCountInString(s)
 	if n <= max {
 		return s
@@ -565,7 +567,13 @@ func capOutput(s string, max int) string {
 	r := []rune(s)
 	keep := max / 2
 	cut := n - 2*keep
-	return string(r[:keep]) + fmt.Sprintf("\n\n... [%d characters cut] ...\n\n", cut) + string(r[n-keep:])
+	note := fmt.Sprintf("%d characters cut", cut)
+	if dropped > 0 {
+		// The output buffers had cut the middle already, and their note
+		// was in what was just cut.
+		note += fmt.Sprintf(", and %d bytes of output before that", dropped)
+	}
+	return string(r[:keep]) + "\n\n... [" + note + "] ...\n\n" + string(r[n-keep:])
 }
 
 // hiddenByPolicy reports whether the filesystem policy hides p: inside a
