@@ -127,24 +127,19 @@ func slicesEqual(a, b []string) bool { return strings.Join(a, "\n") == strings.J
 
 // lines rewrites data line by line with f, keeping line endings.
 func (m *masker) lines(data []byte, f func(string) (string, error)) ([]byte, error) {
-	var out bytes.Buffer
-	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-		body := strings.TrimRight(string(line), "\r\n")
-		masked, err := f(body)
-		if err != nil {
-			return nil, err
-		}
-		out.WriteString(masked)
-		out.Write(line[len(body):])
-	}
-	return out.Bytes(), nil
+	return eachLine(bytes.SplitAfter(data, []byte("\n")), f)
 }
 
 // linesCR is lines for files whose reader also ends a line at a lone CR
 // (npm's ini parser splits on [\r\n]+).
 func (m *masker) linesCR(data []byte, f func(string) (string, error)) ([]byte, error) {
+	return eachLine(splitAfterCRLF(data), f)
+}
+
+// eachLine rewrites each line (with its ending) with f, keeping endings.
+func eachLine(lines [][]byte, f func(string) (string, error)) ([]byte, error) {
 	var out bytes.Buffer
-	for _, line := range splitAfterCRLF(data) {
+	for _, line := range lines {
 		body := strings.TrimRight(string(line), "\r\n")
 		masked, err := f(body)
 		if err != nil {
