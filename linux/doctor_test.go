@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -70,5 +71,14 @@ func TestStagingFix(t *testing.T) {
 	}
 	if got := stagingFix(""); !strings.Contains(got, "not on overlayfs") {
 		t.Errorf("without a state directory: %q", got)
+	}
+}
+
+// A state directory sbx cannot make is named as the cause, with its fix
+// (not the user-namespace advice of a helper that did not start).
+func TestCheckTxStateDirNotWritable(t *testing.T) {
+	c := checkTx(context.Background(), "/nonexistent/sbx", "/proc/sbx-test/state")
+	if c.OK || !strings.Contains(c.Detail, "state directory") || !strings.Contains(c.Fix, "XDG_STATE_HOME") {
+		t.Errorf("%+v", c)
 	}
 }

@@ -185,16 +185,22 @@ func probeTx(ctx context.Context, exe, stateDir string, size int64) (*TxReport, 
 	if stateDir != "" {
 		parent = filepath.Join(stateDir, "doctor")
 		if err := os.MkdirAll(parent, 0o700); err != nil {
-			return nil, err
+			return nil, &stateDirError{err}
 		}
 	}
 	dir, err := os.MkdirTemp(parent, "sbx-doctor-tx-")
 	if err != nil {
-		return nil, err
+		return nil, &stateDirError{err}
 	}
 	defer forceRemoveAll(dir)
 	return callHelper(ctx, exe, TxSpec{Probe: true, RunDir: dir, Size: size})
 }
+
+// stateDirError is a state directory sbx cannot write to.
+type stateDirError struct{ err error }
+
+func (e *stateDirError) Error() string { return "sbx's state directory: " + e.err.Error() }
+func (e *stateDirError) Unwrap() error { return e.err }
 
 // overlayfsMagic is OVERLAYFS_SUPER_MAGIC (statfs(2)).
 const overlayfsMagic = 0x794c7630
@@ -215,7 +221,11 @@ func stagingFix(stateDir string) string {
 func checkTx(ctx context.Context, exe, stateDir string) Check {
 	c := Check{Name: "transactional writes"}
 	rep, err := probeTx(ctx, exe, stateDir, 0)
+	var sde *stateDirError
 	switch {
+	case errors.As(err, &sde):
+		c.Detail = "writes cannot be staged: " + err.Error()
+		c.Fix = "make sbx's state directory writable: check HOME, or export XDG_STATE_HOME=/a/writable/dir"
 	case err != nil:
 		c.Detail = "writes cannot be staged: " + err.Error()
 		c.Fix = "allow unprivileged user namespaces (see the user namespaces check)"
