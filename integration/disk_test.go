@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -211,7 +212,10 @@ func TestDiskBudgetMergesAfterTimeoutAndKill(t *testing.T) {
 	assertContent(t, e.path("early.txt"), "early\n")
 
 	// sbx killed with SIGKILL: the helper still kills the sandbox and
-	// merges what it wrote.
+	// merges what it wrote, and removes the proxy's socket directory
+	// (outside the state directory, which the test removes).
+	netDirs := func() []string { m, _ := filepath.Glob(filepath.Join(os.TempDir(), "sbx-net-*")); return m }
+	netBefore := netDirs()
 	const marker = "30.4242"
 	cmd := exec.Command(sbxBin, "run", "--max-disk", "8M", "-c", `echo k > killed.txt; echo ready; sleep `+marker)
 	cmd.Dir, cmd.Env = e.ws, e.environ()
@@ -232,6 +236,18 @@ func TestDiskBudgetMergesAfterTimeoutAndKill(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return len(PidsWith(marker)) == 0 }) {
 		ps, _ := exec.Command("ps", "-eo", "pid,ppid,stat,etimes,args").Output()
 		t.Errorf("sandboxed processes left: %v\n%s", PidsWith(marker), ps)
+	}
+	left := func() []string {
+		var out []string
+		for _, d := range netDirs() {
+			if !slices.Contains(netBefore, d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if !waitFor(5*time.Second, func() bool { return len(left()) == 0 }) {
+		t.Errorf("the killed run's proxy directory is left: %v", left())
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -173,7 +174,13 @@ func TxHelper(args []string) int {
 	rep.stamp("running (the runtime's start)", started)
 	rep.stamp("spec read", read)
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
-		fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
+		// sbx is gone (EPIPE: its end of the socket closed): no one else
+		// cleans these now. Its stderr is gone too, and writing there
+		// would end the helper with SIGPIPE.
+		cleanOrphan(spec.RunDir)
+		if !errors.Is(err, syscall.EPIPE) {
+			fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
+		}
 	}
 	// sbx is done with the helper once it has the report and the end of
 	// the helper's output: the rest of the exit is the helper's own.
@@ -250,6 +257,21 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	finishTx(spec, t, rep)
 	rep.stamp("report saved, stage removed", time.Now())
 	return rep, status
+}
+
+// cleanOrphan removes, for a run whose sbx is gone (it could not take the
+// report), what lives outside the state directory a later run cleans: the
+// proxy's socket directory in the system's temporary directory and the
+// run's cgroups (its processes are gone now). A live sbx removes its own.
+func cleanOrphan(runDir string) {
+	var rec record
+	if readJSON(filepath.Join(runDir, recordFile), &rec) != nil {
+		return
+	}
+	if rec.NetDir != "" && strings.HasPrefix(filepath.Base(rec.NetDir), "sbx-net-") {
+		_ = os.RemoveAll(rec.NetDir)
+	}
+	_ = removeStaleCgroups("sbx-" + filepath.Base(runDir))
 }
 
 // finishTx records the report in the run directory (the merge is then
