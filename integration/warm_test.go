@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
@@ -30,6 +31,23 @@ func warmRun(t *testing.T, ex interface {
 	}
 	tr.Report()
 	return stdout.String() + stderr.String(), res.ExitCode, strings.Contains(trace.String(), "warm sandbox taken")
+}
+
+// warmExecutor is the test's executor with warm sandboxes, closed at the
+// end of the test.
+func (e *env) warmExecutor(t *testing.T) *linux.Executor {
+	ex := e.executor()
+	ex.Warm = true
+	t.Cleanup(func() { ex.Close() })
+	return ex
+}
+
+// toolSpec is a spec for script with the tool calls' default limits.
+func (e *env) toolSpec(t *testing.T, script string) *pipeline.Spec {
+	t.Helper()
+	s := e.spec(t, script)
+	s.Limits = pipeline.DefaultToolLimits().Limits
+	return s
 }
 
 // hostProcesses counts the host's processes whose command line contains
@@ -52,13 +70,8 @@ func hostProcesses(s string) int {
 // starts cold; Close leaves no run behind.
 func TestWarmSandboxCarriesNothing(t *testing.T) {
 	e := newEnv(t)
-	ex := e.executor()
-	ex.Warm = true
-	limited := func(script string) *pipeline.Spec {
-		s := e.spec(t, script)
-		s.Limits = pipeline.DefaultToolLimits().Limits
-		return s
-	}
+	ex := e.warmExecutor(t)
+	limited := func(script string) *pipeline.Spec { return e.toolSpec(t, script) }
 	first := `echo leak > /tmp/leak; export LEAK=1; echo kept > kept
 python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("/tmp/leak.sock"); s.listen()'
 nohup sleep 3141 >/dev/null 2>&1 &
@@ -114,14 +127,8 @@ for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -c 'sleep 
 // is a single file (copied at the launch), makes the call start cold.
 func TestWarmSandboxFollowsTheHost(t *testing.T) {
 	e := newEnv(t)
-	ex := e.executor()
-	ex.Warm = true
-	defer ex.Close()
-	limited := func(script string) *pipeline.Spec {
-		s := e.spec(t, script)
-		s.Limits = pipeline.DefaultToolLimits().Limits
-		return s
-	}
+	ex := e.warmExecutor(t)
+	limited := func(script string) *pipeline.Spec { return e.toolSpec(t, script) }
 	e.write("a.txt", "hello\n")
 	ex.Prewarm(limited(""))
 	time.Sleep(300 * time.Millisecond)
@@ -175,12 +182,10 @@ func TestWarmSandboxFollowsTheHost(t *testing.T) {
 // a warm sandbox is not given to a call with two (it starts cold).
 func TestWarmOneStream(t *testing.T) {
 	e := newEnv(t)
-	ex := e.executor()
-	ex.Warm = true
-	defer ex.Close()
+	ex := e.warmExecutor(t)
 	spec := func(script string, one bool) *pipeline.Spec {
-		s := e.spec(t, script)
-		s.Limits, s.OneStream = pipeline.DefaultToolLimits().Limits, one
+		s := e.toolSpec(t, script)
+		s.OneStream = one
 		return s
 	}
 	const script = "for i in 1 2 3; do echo out$i; echo err$i >&2; done"
