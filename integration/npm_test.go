@@ -145,6 +145,18 @@ func hostDouble(t *testing.T, h http.Handler) string {
 	return fmt.Sprintf("host.sbx.internal:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
 }
 
+// npmProject serves the npm registry double on the host's loopback and
+// makes the workspace an npm project using it; it returns the registry's
+// host as the sandbox names it.
+func (e *env) npmProject(t *testing.T) string {
+	var reg string
+	host := hostDouble(t, registryDouble(t, nil, func() string { return reg }))
+	reg = "http://" + host
+	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
+	e.write(".npmrc", "registry="+reg+"/\n")
+	return host
+}
+
 // packageTarball is an npm package: package/package.json and index.js.
 func packageTarball(t *testing.T) []byte {
 	var buf bytes.Buffer
@@ -184,12 +196,7 @@ func TestBlockedHostsNamed(t *testing.T) {
 func TestToolchainCachesZeroConfig(t *testing.T) {
 	requireTool(t, "npm")
 	e := newEnv(t)
-	// The host's loopback, as the sandbox names it.
-	var reg string
-	host := hostDouble(t, registryDouble(t, nil, func() string { return reg }))
-	reg = "http://" + host
-	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
-	e.write(".npmrc", "registry="+reg+"/\n")
+	host := e.npmProject(t)
 	r := e.sh("npm install --no-audit --no-fund --fetch-retries=0 sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))'", "--allow-domain", host)
 	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
 		t.Fatalf("npm install: exit %d: %s %s", r.code, r.stdout, r.stderr)
@@ -297,11 +304,7 @@ func TestPnpmZeroConfig(t *testing.T) {
 	requireTool(t, "pnpm")
 	pnpm, _ := exec.LookPath("pnpm")
 	e := newEnv(t)
-	var reg string
-	host := hostDouble(t, registryDouble(t, nil, func() string { return reg }))
-	reg = "http://" + host
-	e.write("package.json", `{"name":"app","version":"1.0.0"}`)
-	e.write(".npmrc", "registry="+reg+"/\n")
+	host := e.npmProject(t)
 	r := e.sh("export PATH="+filepath.Dir(pnpm)+":$PATH; pnpm add sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))'", "--allow-domain", host)
 	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
 		t.Fatalf("pnpm add: exit %d: %s %s", r.code, r.stdout, r.stderr)
