@@ -28,6 +28,9 @@ type reqState struct {
 	t     *target
 	proto string // "http" or "connect"
 	up    atomic.Int64
+	down  atomic.Int64
+	// body is the response body as the transport made it, counted.
+	body *countBody
 	// back, when set, turns the real values of the credentials bound to
 	// the host back into their placeholders in the response.
 	back *creds.Redactor
@@ -164,9 +167,10 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		st.back = creds.NewPlaceholderRedactor(bound)
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &countBody{ReadCloser: r.Body, n: &st.up}
+		r.Body = &countBody{ReadCloser: r.Body, n: &st.up, size: r.ContentLength}
 	}
 	ctx.UserData = st
+	ctx.RoundTripper = st
 	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)), nil
 }
 
@@ -194,15 +198,34 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 			return denyResponse(resp.Request, http.StatusBadGateway, err.Error())
 		}
 	}
-	var down atomic.Int64
+	if st.body == nil {
+		// A response the transport did not make (cannot happen): count
+		// it here, at the cost of its Content-Length.
+		resp.Body = &countBody{ReadCloser: resp.Body, n: &st.down, size: -1}
+		st.body = resp.Body.(*countBody)
+	}
 	var once sync.Once
-	resp.Body = &countBody{ReadCloser: resp.Body, n: &down, onClose: func() {
+	st.body.onClose = func() {
 		once.Do(func() {
-			ev.BytesUp, ev.BytesDown = st.up.Load(), down.Load()
+			ev.BytesUp, ev.BytesDown = st.up.Load(), st.down.Load()
 			s.audit(ev)
 		})
-	}}
+	}
 	return resp
+}
+
+// RoundTrip sends the request upstream and counts the response body where
+// the transport made it: goproxy keeps the upstream Content-Length only for
+// the body it got from here, so a body merely counted is passed on as it
+// came (not re-chunked, its length known to the client).
+func (st *reqState) RoundTrip(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
+	resp, err := ctx.Proxy.Tr.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	st.body = &countBody{ReadCloser: resp.Body, n: &st.down, size: resp.ContentLength}
+	resp.Body = st.body
+	return resp, nil
 }
 
 // onConnect decides a CONNECT tunnel.
@@ -242,12 +265,49 @@ type countBody struct {
 	io.ReadCloser
 	n       *atomic.Int64
 	onClose func()
+	// size is the body's length when known, else -1.
+	size int64
 }
 
 func (b *countBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
 	return n, err
+}
+
+// copyBufSize is the buffer a response body is copied through: large
+// reads and writes go straight to the sockets, past the transport's and
+// the server's small buffers.
+const copyBufSize = 256 << 10
+
+// WriteTo copies the body to w through one large buffer (io.Copy would
+// use 32 KiB, and the server's chunk writer smaller writes still).
+func (b *countBody) WriteTo(w io.Writer) (int64, error) {
+	size := copyBufSize
+	if b.size >= 0 && b.size < copyBufSize {
+		size = max(int(b.size)+1, 512) // room to see the end in one read
+	}
+	buf := make([]byte, size)
+	var total int64
+	for {
+		n, err := b.Read(buf)
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+			if m < n {
+				return total, io.ErrShortWrite
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }
 
 func (b *countBody) Close() error {

@@ -498,3 +498,46 @@ func TestToken(t *testing.T) {
 		t.Errorf("hits %d, want 1", be.hits.Load())
 	}
 }
+
+// A plain HTTP response the proxy only counts reaches the client as the
+// server sent it: its Content-Length kept (a download's size known), not
+// re-chunked, every byte there and counted in the audit event.
+func TestPlainResponseKeepsItsLength(t *testing.T) {
+	const size = 3<<20 + 17
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		io.Copy(w, io.LimitReader(neverEnding('z'), size))
+	}))
+	defer be.Close()
+	h := newHarness(t, []string{"example.test", "127.0.0.1"}, nil)
+	port := be.Listener.Addr().(*net.TCPAddr).Port
+	resp, err := h.client().Get(fmt.Sprintf("http://example.test:%d/big", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != size {
+		t.Fatalf("read %d bytes (%v), want %d", n, err, size)
+	}
+	if resp.ContentLength != size || len(resp.TransferEncoding) != 0 {
+		t.Errorf("Content-Length %d, Transfer-Encoding %q: want %d and none", resp.ContentLength, resp.TransferEncoding, size)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.eventsFor("example.test")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	evs := h.eventsFor("example.test")
+	if len(evs) != 1 || evs[0].BytesDown != size {
+		t.Errorf("events %+v, want one with %d bytes down", evs, size)
+	}
+}
+
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
