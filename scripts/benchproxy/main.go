@@ -58,12 +58,26 @@ func main() {
 	srt := flag.String("srt", "", "srt binary (empty: skip)")
 	srtSettings := flag.String("srt-settings", "", "srt settings file")
 	srtSkip := flag.String("srt-skip", "no srt given", "why srt is skipped")
+	small := flag.Int("small", 1000, "small requests on one connection per run")
+	fresh := flag.Int("connects", 10000, "requests on a new connection each per run")
+	client := flag.String("client", "", "run as the request client: small or fresh")
+	count := flag.Int("count", 0, "client: requests")
+	rawURL := flag.String("url", "", "client: the URL")
+	proxyURL := flag.String("proxy", "", "client: the proxy URL")
 	flag.Parse()
+	if *client != "" {
+		exitOn(runClient(*rawURL, *proxyURL, *count, *client == "fresh"))
+		return
+	}
 	if *n < 5 {
 		*n = 5
 	}
 	size := *mib << 20
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/k" {
+			smallHandler(w, r)
+			return
+		}
 		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 		io.CopyBuffer(w, &zeros{size: size}, make([]byte, 256<<10))
 	})
@@ -147,15 +161,39 @@ func main() {
 		fmt.Printf("| %s | %.0f | %.0f%% |\n", r.name, m, 100*m/direct[tls])
 	}
 
-	idle := peakRSS(sbxRun("sleep 2"))
-	loaded := peakRSS(sbxRun(fmt.Sprintf("(%s) & (%s) & (%s) & wait", curl("", httpURL), curl("", httpsURL), curl("-x socks5h://127.0.0.1:1080", httpURL))))
+	self, err := os.Executable()
+	exitOn(err)
+	smallURL := fmt.Sprintf("http://127.0.0.1:%d/k", pp)
+	bare := func(proxy string) func(string) []string {
+		return func(mode string) []string { return []string{"sh", "-c", clientArgv(self, mode, smallURL, proxy)} }
+	}
+	inSbx := func(proxy string) func(string) []string {
+		return func(mode string) []string { return sbxRun(clientArgv(self, mode, smallURL, proxy)) }
+	}
+	reqRows := []requestRow{
+		{"direct", bare(""), ""},
+		{"sbx HTTP proxy", inSbx(`"$HTTP_PROXY"`), ""},
+		{"sbx SOCKS5", inSbx(`"$ALL_PROXY"`), ""},
+		{"srt HTTP proxy", nil, *srtSkip},
+	}
+	if *srt != "" {
+		reqRows[3].argv = func(mode string) []string {
+			return []string{*srt, "-s", *srtSettings, "-c", clientArgv(self, mode, smallURL, `"$HTTP_PROXY"`)}
+		}
+	}
+	exitOn(requestRows(reqRows, *n, *small, *fresh))
+
+	name := filepath.Base(*sbx)
+	idle := peakRSS(sbxRun("sleep 2"), name)
+	loaded := peakRSS(sbxRun(fmt.Sprintf("(%s) & (%s) & (%s) & wait", curl("", httpURL), curl("", httpsURL), curl("-x socks5h://127.0.0.1:1080", httpURL))), name)
 	fmt.Printf("\nTLS-terminated / plain CONNECT: %.0f%%\n", 100*med(speeds[5])/med(speeds[3]))
 	fmt.Printf("\nPeak RSS of the sbx process tree (sbx, bwrap, init; not the command): idle %.1f MiB, 3 parallel downloads %.1f MiB\n", idle, loaded)
 }
 
 // peakRSS runs argv and samples every 10 ms the summed RSS of the processes
-// in its tree named sbx or bwrap.
-func peakRSS(argv []string) float64 {
+// in its tree named like sbx's binary (sbx) or bwrap.
+func peakRSS(argv []string, sbxName string) float64 {
+	sbxName = sbxName[:min(len(sbxName), 15)] // the kernel keeps 15 bytes
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
@@ -185,7 +223,7 @@ func peakRSS(argv []string) float64 {
 					rss, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 				}
 			}
-			if name == "sbx" || name == "bwrap" {
+			if name == sbxName || name == "bwrap" {
 				sum += rss
 			}
 		}

@@ -75,6 +75,16 @@ func main() {
 			bars = append(bars, bar{"throughput: " + strings.ReplaceAll(row, `\`, "") + " / direct", v / 100, ""})
 		}
 	}
+	for _, row := range []struct{ re, label string }{
+		{`GETs, one keep-alive connection \| sbx HTTP proxy \|[^|]*\|[^|]*\| ([0-9.]+)× \|`, "requests: small, one connection, sbx HTTP proxy / direct"},
+		{`GETs, one keep-alive connection \| sbx SOCKS5 \|[^|]*\|[^|]*\| ([0-9.]+)× \|`, "requests: small, one connection, sbx SOCKS5 / direct"},
+		{`a new connection each \| sbx HTTP proxy \|[^|]*\|[^|]*\| ([0-9.]+)× \|`, "requests: a connection each, sbx HTTP proxy / direct"},
+		{`a new connection each \| srt HTTP proxy \|[^|]*\|[^|]*\| ([0-9.]+)× \|`, "requests: a connection each, srt HTTP proxy / direct"},
+	} {
+		if v, ok := num(row.re, p); ok {
+			bars = append(bars, bar{row.label, v, "lower is better"})
+		}
+	}
 	var gateLine string
 	if m := regexp.MustCompile(`(BenchmarkDecide\S*\s+\d+\s+([0-9.]+) ns/op.*)`).FindStringSubmatch(g); m != nil {
 		gateLine = m[1]
