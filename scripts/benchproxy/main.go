@@ -184,15 +184,21 @@ func main() {
 	exitOn(requestRows(reqRows, *n, *small, *fresh))
 
 	name := filepath.Base(*sbx)
-	idle := peakRSS(sbxRun("sleep 2"), name)
-	loaded := peakRSS(sbxRun(fmt.Sprintf("(%s) & (%s) & (%s) & wait", curl("", httpURL), curl("", httpsURL), curl("-x socks5h://127.0.0.1:1080", httpURL))), name)
+	idle := peakMemory(sbxRun("sleep 2"), name)
+	loaded := peakMemory(sbxRun(fmt.Sprintf("(%s) & (%s) & (%s) & wait", curl("", httpURL), curl("", httpsURL), curl("-x socks5h://127.0.0.1:1080", httpURL))), name)
 	fmt.Printf("\nTLS-terminated / plain CONNECT: %.0f%%\n", 100*med(speeds[5])/med(speeds[3]))
-	fmt.Printf("\nPeak RSS of the sbx process tree (sbx, bwrap, init; not the command): idle %.1f MiB, 3 parallel downloads %.1f MiB\n", idle, loaded)
+	fmt.Printf("\nPeak memory of the sbx process tree (sbx, its helper, bwrap, init; not the command), PSS (the binary's shared pages counted once): idle %.1f MiB, 3 parallel downloads %.1f MiB; RSS summed per process: idle %.1f MiB, loaded %.1f MiB\n",
+		idle.pss, loaded.pss, idle.rss, loaded.rss)
 }
 
-// peakRSS runs argv and samples every 10 ms the summed RSS of the processes
-// in its tree named like sbx's binary (sbx) or bwrap.
-func peakRSS(argv []string, sbxName string) float64 {
+// memory is the peak of the summed proportional set size (PSS: a page
+// shared by n processes counts 1/n, so the one binary's pages count once)
+// and of the summed RSS (each process's shared pages counted again) of the
+// processes in a tree named like sbx's binary (sbx) or bwrap, in MiB.
+type memory struct{ pss, rss float64 }
+
+// peakMemory runs argv and samples the tree's memory every 10 ms.
+func peakMemory(argv []string, sbxName string) memory {
 	sbxName = sbxName[:min(len(sbxName), 15)] // the kernel keeps 15 bytes
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -201,33 +207,39 @@ func peakRSS(argv []string, sbxName string) float64 {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	peak := int64(0)
+	var peak memory
 	for {
 		select {
 		case <-done:
-			return float64(peak) / 1024
+			return peak
 		case <-time.After(10 * time.Millisecond):
 		}
-		var sum int64
+		var sum memory
 		for _, pid := range append([]int{cmd.Process.Pid}, integration.Descendants(cmd.Process.Pid)...) {
-			status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+			dir := filepath.Join("/proc", strconv.Itoa(pid))
+			comm, err := os.ReadFile(filepath.Join(dir, "comm"))
+			if name := strings.TrimSpace(string(comm)); err != nil || name != sbxName && name != "bwrap" {
+				continue
+			}
+			rollup, err := os.ReadFile(filepath.Join(dir, "smaps_rollup"))
 			if err != nil {
 				continue
 			}
-			name, rss := "", int64(0)
-			for _, line := range strings.Split(string(status), "\n") {
-				if v, ok := strings.CutPrefix(line, "Name:"); ok {
-					name = strings.TrimSpace(v)
+			for _, line := range strings.Split(string(rollup), "\n") {
+				f := strings.Fields(line)
+				if len(f) < 2 {
+					continue
 				}
-				if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-					rss, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+				kib, _ := strconv.ParseFloat(f[1], 64)
+				switch f[0] {
+				case "Pss:":
+					sum.pss += kib / 1024
+				case "Rss:":
+					sum.rss += kib / 1024
 				}
-			}
-			if name == sbxName || name == "bwrap" {
-				sum += rss
 			}
 		}
-		peak = max(peak, sum)
+		peak = memory{max(peak.pss, sum.pss), max(peak.rss, sum.rss)}
 	}
 }
 
