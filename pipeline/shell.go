@@ -115,6 +115,8 @@ func SplitCommandAt(cmd, cwd, home string) *ParsedCommand {
 		pc.Unparseable, pc.Reason, pc.Pieces = true, "cannot be parsed: "+err.Error(), pieces(cmd)
 		return pc
 	}
+	// Room for a command per separator, so the list seldom grows.
+	pc.Commands = make([]SimpleCommand, 0, min(1+strings.Count(cmd, ";")+strings.Count(cmd, "&")+strings.Count(cmd, "|")+strings.Count(cmd, "\n"), 32))
 	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc}
 	sp.walk(f)
 	return pc
@@ -127,6 +129,9 @@ type splitter struct {
 	tainted   bool     // an earlier statement assigned an unsafe variable
 	depth     int      // sh -c nesting
 	pc        *ParsedCommand
+	// words and firsts are blocks the commands' word slices are cut from.
+	words  []Word
+	firsts []string
 }
 
 func (sp *splitter) walk(f syntax.Node) {

@@ -105,6 +105,26 @@ func FuzzSplitCommand(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
 		pc := SplitCommand(cmd)
+		for _, sc := range pc.Commands {
+			// The normal form of static words is the program's name and
+			// the arguments, one space apart (norm's fast path reuses
+			// the text when it is exactly that); checked on the code
+			// before the fast path too.
+			if len(sc.Args) == 0 || slices.ContainsFunc(sc.Words, func(w Word) bool { return w.Dynamic }) {
+				continue
+			}
+			name, _ := progName(sc.Args[0])
+			want := ""
+			for _, a := range append([]string{name}, sc.Args[1:]...) {
+				if want != "" { // leading empty words leave no space
+					want += " "
+				}
+				want += a
+			}
+			if sc.Norm != want {
+				t.Fatalf("%q: Norm %q, want %q", cmd, sc.Norm, want)
+			}
+		}
 		if pc.Unparseable || !simpleList.MatchString(cmd) || reservedWord(cmd) {
 			return
 		}

@@ -81,8 +81,7 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	sc := SimpleCommand{Redirects: sp.redirects(rs), Dynamic: sp.hasSubst(ce), Dirs: sp.dirs, UnsafeEnv: sp.tainted}
 	// Words that expand to nothing ({,}) vanish, as in bash.
 	n := len(ce.Args)
-	words := make([]Word, 0, n)
-	first := make([]string, 0, n) // each word's first value
+	words, first := sp.wordSlices(n) // first: each word's first value
 	args := make([]*syntax.Word, 0, n)
 	for _, w := range ce.Args {
 		if v, ok := plainWord(w); ok {
@@ -110,7 +109,7 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		sc.Text = sp.src[wargs[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
 		sc.DynamicName = sc.Words[0].Dynamic
 	}
-	sc.Norm = norm(sc.Words, wargs, sp.src)
+	sc.Norm = norm(sc.Words, wargs, sp.src, sc.Text)
 	sc.AllowText = sc.Text
 	for _, a := range ce.Assigns {
 		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
@@ -167,31 +166,78 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 
 // norm joins the expanded words with single spaces, the program by its
 // base name; a dynamic word stays as written.
-func norm(words []Word, raw []*syntax.Word, source string) string {
+func norm(words []Word, raw []*syntax.Word, source, text string) string {
+	// The common case: the words are written as bash runs them, one space
+	// apart, so the normal form is the text itself.
+	off := 0
+	if normPieces(words, raw, source, func(p string) bool {
+		if off > 0 {
+			if off >= len(text) || text[off] != ' ' {
+				return false
+			}
+			off++
+		}
+		if !strings.HasPrefix(text[off:], p) {
+			return false
+		}
+		off += len(p)
+		return true
+	}) && off == len(text) {
+		return text
+	}
 	var b strings.Builder
-	add := func(s string) {
+	b.Grow(len(text))
+	normPieces(words, raw, source, func(p string) bool {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(s)
-	}
+		b.WriteString(p)
+		return true
+	})
+	return b.String()
+}
+
+// normPieces gives add the pieces of the normal form in order, until add
+// returns false; it reports whether every piece was taken.
+func normPieces(words []Word, raw []*syntax.Word, source string, add func(string) bool) bool {
 	for i, w := range words {
 		switch {
 		case w.Dynamic:
-			add(src(source, raw[i]))
+			if !add(src(source, raw[i])) {
+				return false
+			}
 		case i == 0:
 			name, _ := progName(w.Values[0])
-			add(name)
+			if !add(name) {
+				return false
+			}
 			for _, v := range w.Values[1:] {
-				add(v)
+				if !add(v) {
+					return false
+				}
 			}
 		default:
 			for _, v := range w.Values {
-				add(v)
+				if !add(v) {
+					return false
+				}
 			}
 		}
 	}
-	return b.String()
+	return true
+}
+
+// wordSlices returns empty slices with room for n words and their first
+// values, cut from blocks the splitter shares among its commands (a
+// command's slices never grow into another's: their capacity is n).
+func (sp *splitter) wordSlices(n int) ([]Word, []string) {
+	if cap(sp.words)-len(sp.words) < n {
+		sp.words = make([]Word, 0, max(n, 32))
+		sp.firsts = make([]string, 0, max(n, 32))
+	}
+	l := len(sp.words)
+	sp.words, sp.firsts = sp.words[:l+n], sp.firsts[:l+n]
+	return sp.words[l : l : l+n], sp.firsts[l : l : l+n]
 }
 
 // shellString adds the commands of sh -c 'STRING' (and bash, zsh …) as
