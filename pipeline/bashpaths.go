@@ -19,11 +19,10 @@ type bashPaths struct {
 // cp, mv, install, ln, tee, touch, mkdir, rm, rmdir, truncate, chmod,
 // chown, dd, sed, sort -o, uniq, tree -o, git --output, find -fprint).
 func (g *Gate) commandPaths(sc *SimpleCommand) bashPaths {
-	if sc.paths == nil {
-		bp := g.findPaths(sc)
-		sc.paths = &bp
+	if !sc.pathsFound {
+		sc.paths, sc.pathsFound = g.findPaths(sc), true
 	}
-	return *sc.paths
+	return sc.paths
 }
 
 func (g *Gate) findPaths(sc *SimpleCommand) bashPaths {

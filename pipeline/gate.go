@@ -230,7 +230,7 @@ func (g *Gate) Decide(ctx context.Context, call *Call) (*Verdict, error) {
 	done := func(d Decision, reason, source string, r *Rule) *Verdict {
 		v.Decision, v.Reason, v.Source = d, reason, source
 		if r != nil {
-			v.Rule, v.Source = r.Raw, r.Src.Where()
+			v.Rule, v.Source = r.Raw, r.where
 			if r.Src.File != nil {
 				v.Level = r.Src.File.Level.String()
 			}

@@ -37,6 +37,8 @@ type Rule struct {
 	bashWord          string // the literal of a "literal *" pattern, matched without the regexp
 	pathRule          *pathRule
 	domain            string
+	// where is Src.Where(), made once.
+	where string
 }
 
 // RuleError is a rule that cannot be parsed: it is reported with its file
@@ -75,7 +77,7 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 	if !utf8.ValidString(raw) {
 		return fail("not valid UTF-8")
 	}
-	r = &Rule{Raw: raw, Behavior: Behavior(pr.Behavior), Src: pr}
+	r = &Rule{Raw: raw, Behavior: Behavior(pr.Behavior), Src: pr, where: pr.Where()}
 	var err2 error
 	if r.Tool, r.Spec, r.HasSpec, err2 = settings.SplitRule(raw); err2 != nil {
 		return fail(err2.Error())

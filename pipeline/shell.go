@@ -61,8 +61,10 @@ type SimpleCommand struct {
 	Dirs []string
 	// Redirects are the targets of redirections, with their direction.
 	Redirects []Redirect
-	// paths caches what the gate found the command reads and writes.
-	paths *bashPaths
+	// paths caches what the gate found the command reads and writes, once
+	// pathsFound.
+	paths      bashPaths
+	pathsFound bool
 }
 
 // Redirect is one file redirection of a command.
