@@ -237,7 +237,7 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			}
 		}
 		for _, p := range paths {
-			rp, exists, err := c.host.resolve(p)
+			rp, exists, err := c.resolve(p)
 			if err != nil {
 				return nil, &PatternError{Rule: r, Msg: err.Error()}
 			}
@@ -263,7 +263,7 @@ func (c *compiler) compileSelf(rules []Rule) []Path {
 			continue
 		}
 		p := Path{Path: abs, Origin: r.Origin}
-		if rp, exists, err := c.host.resolve(abs); err == nil {
+		if rp, exists, err := c.resolve(abs); err == nil {
 			p.Path, p.Exists = rp, exists
 		}
 		out = append(out, p)
@@ -274,6 +274,55 @@ func (c *compiler) compileSelf(rules []Rule) []Path {
 type compiler struct {
 	host Host
 	pol  *Policy
+	// memo holds the paths resolved so far in this compile.
+	memo map[string]resolved
+}
+
+type resolved struct {
+	path   string
+	exists bool
+	err    error
+}
+
+// resolve is Host.resolve, with what it resolved remembered for the rest
+// of the compile: a path whose directory is known costs one lstat instead
+// of one per component (a policy names dozens of files in the same few
+// directories). Symbolic links and errors go through Host.resolve.
+func (c *compiler) resolve(p string) (string, bool, error) {
+	if r, ok := c.memo[p]; ok {
+		return r.path, r.exists, r.err
+	}
+	path, exists, err := c.resolveOnce(p)
+	if c.memo == nil {
+		c.memo = map[string]resolved{}
+	}
+	c.memo[p] = resolved{path, exists, err}
+	return path, exists, err
+}
+
+func (c *compiler) resolveOnce(p string) (string, bool, error) {
+	if p == "/" {
+		return p, true, nil
+	}
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return c.host.resolve(p)
+	}
+	rd, dirExists, err := c.resolve(filepath.Dir(p))
+	if err != nil {
+		return "", false, err
+	}
+	joined := filepath.Join(rd, filepath.Base(p))
+	if !dirExists {
+		return joined, false, nil
+	}
+	fi, err := c.host.lstat(joined)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return joined, false, nil
+	case err != nil || fi.Mode()&fs.ModeSymlink != 0:
+		return c.host.resolve(p)
+	}
+	return joined, true, nil
 }
 
 func (c *compiler) warnf(format string, args ...any) {
@@ -298,7 +347,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 	}
 	pol := &Policy{Home: filepath.Clean(host.Home)}
 	c := &compiler{host: host, pol: pol}
-	ws, exists, err := host.resolve(filepath.Clean(in.Workspace))
+	ws, exists, err := c.resolve(filepath.Clean(in.Workspace))
 	if err != nil || !exists {
 		return nil, fmt.Errorf("fsrules: workspace %s: does not exist", in.Workspace)
 	}
@@ -318,7 +367,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 		return nil, err
 	}
 	pol.Self = c.compileSelf(in.Self)
-	if home, ok, _ := host.resolve(pol.Home); ok {
+	if home, ok, _ := c.resolve(pol.Home); ok {
 		pol.Home = home
 	}
 	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(p Path) bool { return !p.Exists })
@@ -335,7 +384,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 	})
 
 	for _, cdir := range in.Caches {
-		rp, exists, err := host.resolve(filepath.Clean(cdir))
+		rp, exists, err := c.resolve(filepath.Clean(cdir))
 		switch {
 		case err != nil || !exists || !filepath.IsAbs(cdir):
 			c.warnf("toolchain cache %s cannot be used (%v); the sandbox's tools have no cache there", cdir, err)
@@ -464,7 +513,7 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 	if !filepath.IsAbs(gitDir) {
 		gitDir = filepath.Join(ws, gitDir)
 	}
-	gitDir, exists, err := c.host.resolve(filepath.Clean(gitDir))
+	gitDir, exists, err := c.resolve(filepath.Clean(gitDir))
 	if err != nil || !exists || Within(gitDir, ws) || !c.isGitDir(gitDir) {
 		return nil
 	}
@@ -475,7 +524,7 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 		if !filepath.IsAbs(common) {
 			common = filepath.Join(gitDir, common)
 		}
-		common, exists, err = c.host.resolve(filepath.Clean(common))
+		common, exists, err = c.resolve(filepath.Clean(common))
 		if err != nil || !exists || !c.isGitDir(common) || filepath.Dir(gitDir) != filepath.Join(common, "worktrees") {
 			c.warnf("%s: the common directory of %s is not a git directory holding it; git cannot write outside the workspace", dotGit, gitDir)
 			return nil
@@ -513,7 +562,7 @@ func (c *compiler) isGitDir(dir string) bool {
 // submodule's config sets core.worktree to ws.
 func (c *compiler) pointsBack(gitDir, dotGit, ws string) bool {
 	same := func(p, want string) bool {
-		r, ok, err := c.host.resolve(filepath.Clean(p))
+		r, ok, err := c.resolve(filepath.Clean(p))
 		return err == nil && ok && r == want
 	}
 	if data, err := c.host.readFile(filepath.Join(gitDir, "gitdir")); err == nil {
