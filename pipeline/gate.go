@@ -210,7 +210,7 @@ func NewGate(o GateOptions) (*Gate, error) {
 	}
 	for _, e := range o.Settings.Perm.ExcludedCommands {
 		spec := strings.TrimSuffix(strings.TrimPrefix(e.Value, "Bash("), ")")
-		re, _ := bashPattern(spec)
+		re, _ := bashPattern(spec, false)
 		g.excluded = append(g.excluded, re)
 	}
 	return g, nil
@@ -505,7 +505,7 @@ func (g *Gate) ruleMatches(r *Rule, call *Call) bool {
 		ok, _ := path.Match(r.Spec, call.str("subagent_type"))
 		return ok
 	case r.Tool == "Skill":
-		re, _ := bashPattern(r.Spec)
+		re, _ := bashPattern(r.Spec, false)
 		return re.MatchString(call.str("skill"))
 	}
 	return false

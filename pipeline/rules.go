@@ -35,6 +35,7 @@ type Rule struct {
 	bashPrefix        string // literal text before the first *: a cheap reject
 	bashExact         bool   // no wildcard: an exec wrapper may match it
 	bashWord          string // the literal of a "literal *" pattern, matched without the regexp
+	bashAnyLine       bool   // the wildcard matches newlines too (deny and ask rules)
 	pathRule          *pathRule
 	domain            string
 	// where is Src.Where(), made once.
@@ -131,7 +132,10 @@ func ParseRule(pr settings.PermRule, home string) (r *Rule, warn string, err err
 	}
 	switch r.Tool {
 	case "Bash":
-		r.bashRe, r.bashExact = bashPattern(r.Spec)
+		// A deny or ask rule's wildcard matches across newlines: an
+		// argument holding one ("rm victim $'\n'") must not slip past it.
+		r.bashAnyLine = r.Behavior != BehaviorAllow
+		r.bashRe, r.bashExact = bashPattern(r.Spec, r.bashAnyLine)
 		r.bashWord = wordPattern(r.Spec)
 		r.bashPrefix, _, _ = strings.Cut(strings.TrimSuffix(r.Spec, ":*"), "*")
 		r.bashPrefix = strings.TrimSuffix(r.bashPrefix, " ")
@@ -171,8 +175,9 @@ func isIdent(s string) bool {
 
 // bashPattern compiles a Bash specifier: `*` matches any text (spaces
 // too); a trailing ` *` or `:*` that is the only wildcard also matches the
-// bare command; without `*` the match is exact.
-func bashPattern(spec string) (*regexp.Regexp, bool) {
+// bare command, and then matches newlines only when anyLine is set; without
+// `*` the match is exact.
+func bashPattern(spec string, anyLine bool) (*regexp.Regexp, bool) {
 	if strings.HasSuffix(spec, ":*") {
 		spec = strings.TrimSuffix(spec, ":*") + " *"
 	}
@@ -181,7 +186,11 @@ func bashPattern(spec string) (*regexp.Regexp, bool) {
 	}
 	if strings.Count(spec, "*") == 1 && strings.HasSuffix(spec, " *") {
 		prefix := strings.TrimSuffix(spec, " *")
-		return regexp.MustCompile("^" + regexp.QuoteMeta(prefix) + "(?: .*)?$"), false
+		flags := ""
+		if anyLine {
+			flags = "(?s)"
+		}
+		return regexp.MustCompile(flags + "^" + regexp.QuoteMeta(prefix) + "(?: .*)?$"), false
 	}
 	parts := strings.Split(spec, "*")
 	for i, p := range parts {
@@ -205,12 +214,13 @@ func wordPattern(spec string) string {
 // matchBash matches a command text against a Bash rule's pattern.
 func (r *Rule) matchBash(text string) bool {
 	if w := r.bashWord; w != "" {
-		// ^w(?: .*)?$ without the regexp: "." does not match a newline.
+		// ^w(?: .*)?$ without the regexp: "." matches a newline only
+		// with (?s), for deny and ask rules.
 		if !strings.HasPrefix(text, w) {
 			return false
 		}
 		rest := text[len(w):]
-		return rest == "" || rest[0] == ' ' && strings.IndexByte(rest, '\n') < 0
+		return rest == "" || rest[0] == ' ' && (r.bashAnyLine || strings.IndexByte(rest, '\n') < 0)
 	}
 	return strings.HasPrefix(text, r.bashPrefix) && r.bashRe.MatchString(text)
 }

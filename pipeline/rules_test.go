@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -23,7 +25,7 @@ func TestBashPattern(t *testing.T) {
 		{"echo (a)", "echo (a)", true},
 	}
 	for _, tt := range tests {
-		re, _ := bashPattern(tt.spec)
+		re, _ := bashPattern(tt.spec, false)
 		if got := re.MatchString(tt.cmd); got != tt.want {
 			t.Errorf("Bash(%s) vs %q = %v, want %v", tt.spec, tt.cmd, got, tt.want)
 		}
@@ -142,13 +144,40 @@ func FuzzMatchBashWord(f *testing.F) {
 		if colon {
 			spec = lit + ":*"
 		}
-		re, _ := bashPattern(spec)
-		r := &Rule{bashRe: re, bashWord: wordPattern(spec)}
-		if r.bashWord != lit {
-			t.Fatalf("%q: word %q", spec, r.bashWord)
-		}
-		if got, want := r.matchBash(text), re.MatchString(text); got != want {
-			t.Errorf("%q against %q: %v, the regexp says %v", spec, text, got, want)
+		for _, anyLine := range []bool{false, true} {
+			re, _ := bashPattern(spec, anyLine)
+			r := &Rule{bashRe: re, bashWord: wordPattern(spec), bashAnyLine: anyLine}
+			if r.bashWord != lit {
+				t.Fatalf("%q: word %q", spec, r.bashWord)
+			}
+			if got, want := r.matchBash(text), re.MatchString(text); got != want {
+				t.Errorf("%q (any line %v) against %q: %v, the regexp says %v", spec, anyLine, text, got, want)
+			}
 		}
 	})
+}
+
+// A deny or ask rule's wildcard matches an argument holding a newline
+// (red team: `rm victim "\n"` ran past Bash(rm *)); an allow rule's does
+// not, so it never approves more than it names.
+func TestDenyWildcardSpansNewlines(t *testing.T) {
+	g := gateWith(t, `{"sandbox": {"enabled": false}, "permissions": {"deny": ["Bash(rm *)", "Bash(git push:*)"], "ask": ["Bash(curl *)"], "allow": ["Bash(npm *)"]}}`, "default", false)
+	for _, tt := range []struct {
+		cmd, rule string // rule: the rule that decided ("" for none)
+		want      Decision
+	}{
+		{"rm victim \"\n\"", "Bash(rm *)", DecisionDeny},
+		{"\\rm victim $'\\n'", "Bash(rm *)", DecisionDeny},
+		{"/bin/rm victim $'\\n'", "Bash(rm *)", DecisionDeny},
+		{"git push origin \"a\nb\"", "Bash(git push:*)", DecisionDeny},
+		{"curl \"x\ny\"", "Bash(curl *)", DecisionDeny}, // ask, and this session cannot prompt
+		{"npm \"a\nb\"", "", DecisionDeny},              // not approved by Bash(npm *): no prompt
+		{"npm a", "Bash(npm *)", DecisionAllow},
+	} {
+		in, _ := json.Marshal(map[string]string{"command": tt.cmd})
+		v, err := g.Decide(context.Background(), &Call{ID: "x", Tool: "Bash", Input: in})
+		if err != nil || v.Decision != tt.want || v.Rule != tt.rule {
+			t.Errorf("%q: %v by %q %v (%s), want %v by %q", tt.cmd, v.Decision, v.Rule, err, v.Reason, tt.want, tt.rule)
+		}
+	}
 }
