@@ -183,12 +183,21 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	rule, src := ruleInfo(st.t.rule)
 	ev := Event{Proto: "http", Host: st.t.host.String(), Port: st.t.port, Decision: "allow", Rule: rule, Source: src}
 	if resp == nil {
+		// goproxy would answer with the transport's error, which quotes
+		// what the upstream sent (a status line, a header): from a bound
+		// host that may be a real value, so sbx answers itself.
+		reason := "the upstream's response could not be read"
 		if ctx.Error != nil {
 			ev.Error = ctx.Error.Error()
+			if st.back != nil {
+				ev.Error = st.back.Redact(ev.Error)
+			} else {
+				reason += ": " + ev.Error
+			}
 		}
 		ev.BytesUp = st.up.Load()
 		s.audit(ev)
-		return resp
+		return denyResponse(ctx.Req, http.StatusBadGateway, reason)
 	}
 	if st.back != nil {
 		if err := restoreResponse(resp, st.back); err != nil {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -9,6 +10,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -325,5 +327,61 @@ func TestRestoreResponseEverywhere(t *testing.T) {
 	two := &http.Response{Header: http.Header{"Content-Encoding": {"gzip", "br"}}, Body: io.NopCloser(strings.NewReader("x"))}
 	if err := restoreResponse(two, red); err == nil {
 		t.Error("two codings were passed unsearched")
+	}
+}
+
+// A bound host whose response cannot be parsed, because it quotes the
+// request back where a status line or a header belongs, gets a 502 from
+// sbx: the transport's error, which quotes those bytes with the real value
+// swapped in, never reaches the client.
+func TestMalformedResponseKeepsTheSecret(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				path := strings.Fields(line + " x x")[1]
+				switch {
+				case strings.HasPrefix(path, "/status/"):
+					fmt.Fprintf(c, "HTTP/1.1 %s\r\n\r\n", path)
+				default:
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Echo %s\r\nContent-Length: 0\r\n\r\n", path)
+				}
+			}()
+		}
+	}()
+	real := "realsecretvalue-malformed-0123456789"
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"api.example.test"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := res.Secrets[0].Placeholder
+	h := newHarnessWith(t, []string{"api.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
+	port := ln.Addr().(*net.TCPAddr).Port
+	for _, p := range []string{"/status/", "/header/"} {
+		resp, err := h.client().Get(fmt.Sprintf("http://api.example.test:%d%s%s", port, p, ph))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		all := fmt.Sprint(resp.Header) + string(body)
+		if resp.StatusCode != http.StatusBadGateway || strings.Contains(all, real) {
+			t.Errorf("%s: %d %q", p, resp.StatusCode, all)
+		}
+	}
+	for _, e := range h.eventsFor("api.example.test") {
+		if strings.Contains(e.Error, real) {
+			t.Errorf("the audit event holds the real value: %+v", e)
+		}
 	}
 }
