@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -198,5 +199,52 @@ print(head + mid + tail, end="")
 				t.Errorf("%v: %q in the result", args, part)
 			}
 		}
+	}
+}
+
+// An upstream's bytes that come after its response are logged by Go's
+// transport, quoted: with a bound credential's real value in them (the
+// upstream echoes the request), they must not reach sbx's stderr, which
+// an agent shows its model.
+func TestUnsolicitedBytesNotOnStderr(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokX-Echo: %s\r\n", strings.TrimSpace(line))
+				time.Sleep(500 * time.Millisecond)
+			}()
+		}
+	}()
+	real := "realsecretvalue-unsolicited-0123456789"
+	port := ln.Addr().(*net.TCPAddr).Port
+	settings := `{"sandbox": {"credentials": {"envVars": {"MY_TOKEN": {"hosts": ["127.0.0.1"]}}}}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sbxBin, "run", "--settings", settings, "--allow-domain", "127.0.0.1", "-c",
+		fmt.Sprintf(`curl -sS -m 5 --noproxy '' "http://127.0.0.1:%d/x/$MY_TOKEN"; sleep 1`, port))
+	cmd.Dir = e.ws
+	cmd.Env = append(e.environ(), "MY_TOKEN="+real)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if stdout.String() != "ok" {
+		t.Errorf("stdout %q, want ok", stdout.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), real) {
+		t.Errorf("the real value is in sbx's output:\n%s%s", stdout.String(), stderr.String())
 	}
 }

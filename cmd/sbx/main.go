@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -54,6 +55,11 @@ func main() {
 	// no flag parsing, no settings.
 	session.Reexec()
 	closeLeakedFDs()
+	// The standard logger is the libraries' (net/http's transport logs an
+	// upstream's unsolicited bytes with it, quoting them, real values of
+	// bound credentials included): nothing of it reaches sbx's stderr,
+	// which an agent shows its model. sbx's own messages do not use it.
+	log.SetOutput(io.Discard)
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
