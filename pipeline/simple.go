@@ -144,6 +144,9 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 		if !ok || words[start].Dynamic || (name == "command" && start+1 < len(first) && (first[start+1] == "-v" || first[start+1] == "-V")) {
 			break
 		}
+		if name == "env" && hasSplitString(first[start+1:]) {
+			break // env -S: its string is the command (shellString)
+		}
 		n := 1 + wr.skip(first[start+1:])
 		if wr.env {
 			for start+n < len(first) && strings.Contains(first[start+n], "=") {
@@ -265,36 +268,107 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 		sp.inner(sc, strings.Join(parts, " "), name)
 		return
 	}
+	if name == "env" {
+		// Left unstripped only when it has -S (or nothing to run).
+		if code, ok := splitString(sc.Words[1:]); ok {
+			sp.inner(sc, code, "env -S")
+		}
+		return
+	}
 	if !slices.Contains(shells, name) {
 		return
 	}
+	// With -c, the string is the first operand after every option (bash
+	// -c -o pipefail 'STRING', sh -c -- 'STRING'); without, a script file.
+	withC := false
 	for i := 1; i < len(sc.Words); i++ {
 		a := sc.Words[i].Values[0]
 		switch {
 		case sc.Words[i].Dynamic:
-			return // computed options: the outer command asks
+			return // computed options or string: the outer command asks
 		case a == "-o" || a == "+o" || a == "-O" || a == "+O" || a == "--rcfile" || a == "--init-file":
 			i++ // an option with its argument (-o pipefail)
 		case a == "--" || a == "-":
-			return // a script file follows
+			if withC && i+1 < len(sc.Words) && !sc.Words[i+1].Dynamic {
+				sp.inner(sc, sc.Words[i+1].Values[0], name+" -c")
+			}
+			return
 		case strings.HasPrefix(a, "--"):
 			// --norc, --login, --posix …
 		case strings.HasPrefix(a, "-") && strings.Contains(a, "c"):
-			if i+1 >= len(sc.Words) {
-				return
-			}
-			body := sc.Words[i+1]
-			if body.Dynamic {
-				return // the string is computed: the outer command asks
-			}
-			sp.inner(sc, body.Values[0], name+" -c")
-			return
+			withC = true
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
 			// -e, -x, +x …
 		default:
-			return // a script file: not a string we can read
+			if withC {
+				sp.inner(sc, a, name+" -c")
+			}
+			return // else a script file: not a string we can read
 		}
 	}
+}
+
+// hasSplitString reports whether env's options (args after its name)
+// include -S/--split-string.
+func hasSplitString(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--" || !strings.HasPrefix(a, "-") || a == "-":
+			return false
+		case strings.HasPrefix(a, "-S") || strings.HasPrefix(a, "--split-string"):
+			return true
+		case slices.Contains(envArgOpts, a):
+			i++
+		}
+	}
+	return false
+}
+
+// envArgOpts are env's options whose argument is the next word.
+var envArgOpts = []string{"-u", "--unset", "-C", "--chdir"}
+
+// splitString is the command env -S runs: the string after -S (which env
+// splits into words much as a shell would) and the operands after it.
+func splitString(words []Word) (string, bool) {
+	skip := false // the previous word was an option taking this one
+	for i, w := range words {
+		if w.Dynamic {
+			return "", false
+		}
+		if skip {
+			skip = false
+			continue
+		}
+		a := w.Values[0]
+		var code string
+		switch {
+		case a == "--" || !strings.HasPrefix(a, "-") || a == "-":
+			return "", false
+		case a == "-S" || a == "--split-string":
+			if i+1 >= len(words) || words[i+1].Dynamic {
+				return "", false
+			}
+			code, i = words[i+1].Values[0], i+1
+		case strings.HasPrefix(a, "--split-string="):
+			code = strings.TrimPrefix(a, "--split-string=")
+		case strings.HasPrefix(a, "-S"):
+			code = a[2:]
+		case slices.Contains(envArgOpts, a):
+			skip = true
+			continue
+		default:
+			continue // -i, -0 …
+		}
+		for _, r := range words[i+1:] {
+			if r.Dynamic {
+				return "", false
+			}
+			code += " " + strings.Join(r.Values, " ")
+		}
+		return code, true
+	}
+	return "", false
 }
 
 // inner adds the commands of a string that sc runs as shell code.
