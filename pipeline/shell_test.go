@@ -110,7 +110,9 @@ func FuzzSplitCommand(f *testing.F) {
 			// the arguments, one space apart (norm's fast path reuses
 			// the text when it is exactly that); checked on the code
 			// before the fast path too.
-			if len(sc.Args) == 0 || slices.ContainsFunc(sc.Words, func(w Word) bool { return w.Dynamic }) {
+			// (Declarations and arithmetic have no words: their normal
+			// form is their text.)
+			if len(sc.Args) == 0 || len(sc.Words) == 0 || slices.ContainsFunc(sc.Words, func(w Word) bool { return w.Dynamic }) {
 				continue
 			}
 			name, _ := progName(sc.Args[0])
