@@ -465,7 +465,7 @@ func (g *Gate) ruleMatchesAny(r *Rule, call *Call, pc *ParsedCommand) bool {
 			}
 		}
 		for _, sc := range pc.Commands {
-			if sc.Text != "" && (r.matchBash(sc.Text) || r.matchBash(sc.Norm) || r.matchDynamicName(&sc)) {
+			if sc.Text != "" && (r.matchBash(sc.Text) || r.matchBash(sc.Norm) || r.matchDynamicName(&sc) || r.matchGitForm(&sc)) {
 				return true
 			}
 		}

@@ -242,6 +242,45 @@ func (r *Rule) matchDynamicName(sc *SimpleCommand) bool {
 	return r.matchBash(name + " " + strings.Join(rest, " "))
 }
 
+// gitGlobalArg are git's global options that take the next word as their
+// argument; gitGlobalFlag those that take none (git's own list).
+var (
+	gitGlobalArg  = []string{"-c", "-C", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--list-cmds", "--attr-source"}
+	gitGlobalFlag = []string{"-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects", "--no-lazy-fetch", "--no-optional-locks", "--no-advice",
+		"--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--exec-path", "--html-path", "--man-path", "--info-path"}
+)
+
+// matchGitForm reports whether a deny or ask rule matches a git command
+// once its global options are left out: git -c x=y push and git -C . push
+// run git push, which Bash(git push:*) names.
+func (r *Rule) matchGitForm(sc *SimpleCommand) bool {
+	if len(sc.Args) < 2 {
+		return false
+	}
+	if name, _ := progName(sc.Args[0]); name != "git" {
+		return false
+	}
+	i := 1
+	for i < len(sc.Args) {
+		a := sc.Args[i]
+		switch {
+		case slices.Contains(gitGlobalArg, a):
+			i += 2
+		case slices.Contains(gitGlobalFlag, a) || strings.HasPrefix(a, "--") && strings.Contains(a, "=") && slices.Contains(gitGlobalArg, a[:strings.IndexByte(a, '=')]) ||
+			strings.HasPrefix(a, "--exec-path="):
+			i++
+		case strings.HasPrefix(a, "-c") && len(a) > 2 || strings.HasPrefix(a, "-C") && len(a) > 2:
+			i++ // -ckey=value, -Cdir
+		default:
+			if i == 1 {
+				return false // no global option: Text and Norm were matched
+			}
+			return r.matchBash("git " + strings.Join(sc.Args[i:], " "))
+		}
+	}
+	return false
+}
+
 // MatchTool reports whether a rule names a tool (exactly, by glob, or as an
 // MCP server prefix).
 func (r *Rule) MatchTool(tool string) bool {
