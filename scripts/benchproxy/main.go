@@ -171,10 +171,10 @@ func main() {
 		return func(mode string) []string { return sbxRun(clientArgv(self, mode, smallURL, proxy)) }
 	}
 	reqRows := []requestRow{
-		{"direct", bare(""), ""},
-		{"sbx HTTP proxy", inSbx(`"$HTTP_PROXY"`), ""},
-		{"sbx SOCKS5", inSbx(`"$ALL_PROXY"`), ""},
-		{"srt HTTP proxy", nil, *srtSkip},
+		{"direct", bare(""), "", false},
+		{"sbx HTTP proxy", inSbx(`"$HTTP_PROXY"`), "", false},
+		{"sbx SOCKS5", inSbx(`"$ALL_PROXY"`), "", false},
+		{"srt HTTP proxy", nil, *srtSkip, true},
 	}
 	if *srt != "" {
 		reqRows[3].argv = func(mode string) []string {
