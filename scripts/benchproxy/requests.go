@@ -40,6 +40,19 @@ func runClient(rawURL, proxyURL string, count int, fresh bool) error {
 		tr.Proxy = http.ProxyURL(u)
 	}
 	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	// One untimed request first, retried for 2 s: srt's relay (socat)
+	// may still be starting when its command does.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := c.Get(rawURL)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+	}
 	start := time.Now()
 	for i := 0; i < count; i++ {
 		resp, err := c.Get(rawURL)
