@@ -286,19 +286,27 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 		switch {
 		case sc.Words[i].Dynamic:
 			return // computed options or string: the outer command asks
-		case a == "-o" || a == "+o" || a == "-O" || a == "+O" || a == "--rcfile" || a == "--init-file":
-			i++ // an option with its argument (-o pipefail)
 		case a == "--" || a == "-":
 			if withC && i+1 < len(sc.Words) && !sc.Words[i+1].Dynamic {
 				sp.inner(sc, sc.Words[i+1].Values[0], name+" -c")
 			}
 			return
-		case strings.HasPrefix(a, "--"):
-			// --norc, --login, --posix …
-		case strings.HasPrefix(a, "-") && strings.Contains(a, "c"):
-			withC = true
-		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
-			// -e, -x, +x …
+		case strings.HasPrefix(a, "--") || slices.Contains(shellLongOpts, a):
+			// --norc, --login, and bash's single-dash spellings (-rcfile)
+			if o := strings.TrimLeft(a, "-"); o == "rcfile" || o == "init-file" {
+				i++
+			}
+		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
+			// A cluster (-euo pipefail, +c): c reads the string, o and O
+			// take the next word each.
+			for _, ch := range a[1:] {
+				switch ch {
+				case 'c':
+					withC = true
+				case 'o', 'O':
+					i++
+				}
+			}
 		default:
 			if withC {
 				sp.inner(sc, a, name+" -c")
@@ -307,6 +315,11 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 		}
 	}
 }
+
+// shellLongOpts are bash's long options as it also takes them, after one
+// dash.
+var shellLongOpts = []string{"-rcfile", "-init-file", "-norc", "-noprofile", "-login", "-posix", "-verbose", "-debugger",
+	"-noediting", "-restricted", "-dump-strings", "-dump-po-strings", "-help", "-version", "-pretty-print"}
 
 // hasSplitString reports whether env's options (args after its name)
 // include -S/--split-string.
@@ -360,15 +373,37 @@ func splitString(words []Word) (string, bool) {
 		default:
 			continue // -i, -0 …
 		}
+		if !parses(code) {
+			// env splits what bash cannot parse (print(1)) on blanks.
+			code = quoteWords(strings.Fields(code))
+		}
 		for _, r := range words[i+1:] {
 			if r.Dynamic {
 				return "", false
 			}
-			code += " " + strings.Join(r.Values, " ")
+			// The operands after the string are words as they are.
+			code += " " + quoteWords(r.Values)
 		}
 		return code, true
 	}
 	return "", false
+}
+
+// parses reports whether code is shell the parser reads.
+func parses(code string) bool {
+	p := parsers.Get().(*syntax.Parser)
+	_, err := p.Parse(strings.NewReader(code), "")
+	parsers.Put(p)
+	return err == nil
+}
+
+// quoteWords quotes each word for the shell, so it is read back as it is.
+func quoteWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 // inner adds the commands of a string that sc runs as shell code.
