@@ -248,6 +248,11 @@ func (sp *splitter) wordSlices(n int) ([]Word, []string) {
 func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 	name, _ := progName(sc.Args[0])
 	if sp.depth > 4 {
+		if name == "trap" || name == "eval" || name == "env" || slices.Contains(shells, name) {
+			// Deeper strings are not read: no rule may vouch for them,
+			// and deny and ask rules cannot be shown to miss them.
+			sp.pc.Unparseable, sp.pc.Reason = true, "shell code nested more than 5 levels deep"
+		}
 		return
 	}
 	if name == "trap" {
