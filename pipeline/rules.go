@@ -245,32 +245,38 @@ func (r *Rule) matchDynamicName(sc *SimpleCommand) bool {
 // gitGlobalArg are git's global options that take the next word as their
 // argument; gitGlobalFlag those that take none (git's own list).
 var (
-	gitGlobalArg  = []string{"-c", "-C", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--list-cmds", "--attr-source"}
+	gitGlobalArg  = []string{"-c", "-C", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--list-cmds", "--attr-source", "--shallow-file"}
 	gitGlobalFlag = []string{"-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects", "--no-lazy-fetch", "--no-optional-locks", "--no-advice",
-		"--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--exec-path", "--html-path", "--man-path", "--info-path"}
+		"--literal-pathspecs", "--no-literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--exec-path", "--html-path", "--man-path", "--info-path"}
 )
 
 // matchGitForm reports whether a deny or ask rule matches a git command
 // once its global options are left out: git -c x=y push and git -C . push
 // run git push, which Bash(git push:*) names.
 func (r *Rule) matchGitForm(sc *SimpleCommand) bool {
-	if len(sc.Args) < 2 {
+	if len(sc.Args) < 2 || len(sc.Words) != len(sc.Args) {
 		return false
 	}
 	if name, _ := progName(sc.Args[0]); name != "git" {
 		return false
 	}
-	i := 1
-	for i < len(sc.Args) {
+	for i := 1; i < len(sc.Args); {
 		a := sc.Args[i]
 		switch {
+		case sc.Words[i].Dynamic || strings.HasPrefix(a, "-") && !knownGitGlobal(a):
+			// An option git's list does not have (or one known only at
+			// run time) may or may not take the next word: every later
+			// word may be the subcommand.
+			for j := i + 1; j < len(sc.Args); j++ {
+				if r.matchBash("git " + strings.Join(sc.Args[j:], " ")) {
+					return true
+				}
+			}
+			return false
 		case slices.Contains(gitGlobalArg, a):
 			i += 2
-		case slices.Contains(gitGlobalFlag, a) || strings.HasPrefix(a, "--") && strings.Contains(a, "=") && slices.Contains(gitGlobalArg, a[:strings.IndexByte(a, '=')]) ||
-			strings.HasPrefix(a, "--exec-path="):
+		case strings.HasPrefix(a, "-"):
 			i++
-		case strings.HasPrefix(a, "-c") && len(a) > 2 || strings.HasPrefix(a, "-C") && len(a) > 2:
-			i++ // -ckey=value, -Cdir
 		default:
 			if i == 1 {
 				return false // no global option: Text and Norm were matched
@@ -279,6 +285,19 @@ func (r *Rule) matchGitForm(sc *SimpleCommand) bool {
 		}
 	}
 	return false
+}
+
+// knownGitGlobal reports whether a is one of git's global options that
+// takes no separate argument (a flag, --opt=value, -ckey=value, -Cdir) or
+// one of gitGlobalArg.
+func knownGitGlobal(a string) bool {
+	if slices.Contains(gitGlobalArg, a) || slices.Contains(gitGlobalFlag, a) {
+		return true
+	}
+	if k, _, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+		return slices.Contains(gitGlobalArg, k) || k == "--exec-path"
+	}
+	return len(a) > 2 && (strings.HasPrefix(a, "-c") || strings.HasPrefix(a, "-C"))
 }
 
 // MatchTool reports whether a rule names a tool (exactly, by glob, or as an
