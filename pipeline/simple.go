@@ -30,7 +30,8 @@ var wrappers = map[string]wrapper{
 	"noglob":  {skip: func(a []string) int { return 0 }},
 	"exec":    {skip: func(a []string) int { return skipOpts(a, []string{"-a"}) }},
 	"env": {skip: func(a []string) int {
-		return skipOpts(a, []string{"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+		start, _, _ := envArgs(a)
+		return start
 	}, env: true},
 	"sudo": {skip: func(a []string) int {
 		return skipOpts(a, []string{"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user"})
@@ -144,7 +145,7 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 		if !ok || words[start].Dynamic || (name == "command" && start+1 < len(first) && (first[start+1] == "-v" || first[start+1] == "-V")) {
 			break
 		}
-		if name == "env" && hasSplitString(first[start+1:]) {
+		if _, _, split := envArgs(first[start+1:]); name == "env" && split {
 			break // env -S: its string is the command (shellString)
 		}
 		n := 1 + wr.skip(first[start+1:])
@@ -326,72 +327,83 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 var shellLongOpts = []string{"-rcfile", "-init-file", "-norc", "-noprofile", "-login", "-posix", "-verbose", "-debugger",
 	"-noediting", "-restricted", "-dump-strings", "-dump-po-strings", "-help", "-version", "-pretty-print"}
 
-// hasSplitString reports whether env's options (args after its name)
-// include -S/--split-string.
-func hasSplitString(args []string) bool {
-	for i := 0; i < len(args); i++ {
+// envArgs reads env's options (args after its name) as env's getopt_long
+// does: clusters (-iu NAME), abbreviations (--chd DIR, --split=…), a lone
+// "-" (-i). It returns where the command (or its assignments) starts and,
+// for -S/--split-string, the string, whose words env reads as its own
+// arguments.
+func envArgs(args []string) (start int, split string, hasSplit bool) {
+	i := 0
+	for i < len(args) {
 		a := args[i]
 		switch {
-		case a == "--" || !strings.HasPrefix(a, "-") || a == "-":
-			return false
-		case strings.HasPrefix(a, "-S") || strings.HasPrefix(a, "--split-string"):
-			return true
-		case slices.Contains(envArgOpts, a):
+		case a == "--":
+			return i + 1, "", false
+		case a == "-":
 			i++
+		case strings.HasPrefix(a, "--"):
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			switch {
+			case strings.HasPrefix("split-string", name):
+				if hasVal {
+					return i + 1, val, true
+				}
+				if i+1 < len(args) {
+					return i + 2, args[i+1], true
+				}
+				return len(args), "", false
+			case !hasVal && (strings.HasPrefix("unset", name) || strings.HasPrefix("chdir", name) || strings.HasPrefix("argv0", name)):
+				i += 2
+			default:
+				i++
+			}
+		case strings.HasPrefix(a, "-"):
+			i++
+			for k := 1; k < len(a); k++ {
+				switch a[k] {
+				case 'S':
+					if k+1 < len(a) {
+						return i, a[k+1:], true
+					}
+					if i < len(args) {
+						return i + 1, args[i], true
+					}
+					return i, "", false
+				case 'u', 'C', 'a':
+					if k+1 == len(a) {
+						i++ // the argument is the next word
+					}
+					k = len(a) // else the rest of the word is
+				}
+			}
+		default:
+			return i, "", false
 		}
 	}
-	return false
+	return i, "", false
 }
 
-// envArgOpts are env's options whose argument is the next word.
-var envArgOpts = []string{"-u", "--unset", "-C", "--chdir"}
-
-// splitString is the command env -S runs: the string after -S (which env
-// splits into words much as a shell would) and the operands after it.
+// splitString is the command env -S runs: env again, with the words of
+// the string (env splits them much as a shell would) and the operands
+// after it as its arguments.
 func splitString(words []Word) (string, bool) {
-	skip := false // the previous word was an option taking this one
+	args := make([]string, len(words))
 	for i, w := range words {
 		if w.Dynamic {
 			return "", false
 		}
-		if skip {
-			skip = false
-			continue
-		}
-		a := w.Values[0]
-		var code string
-		switch {
-		case a == "--" || !strings.HasPrefix(a, "-") || a == "-":
-			return "", false
-		case a == "-S" || a == "--split-string":
-			if i+1 >= len(words) || words[i+1].Dynamic {
-				return "", false
-			}
-			code, i = words[i+1].Values[0], i+1
-		case strings.HasPrefix(a, "--split-string="):
-			code = strings.TrimPrefix(a, "--split-string=")
-		case strings.HasPrefix(a, "-S"):
-			code = a[2:]
-		case slices.Contains(envArgOpts, a):
-			skip = true
-			continue
-		default:
-			continue // -i, -0 …
-		}
-		if !parses(code) {
-			// env splits what bash cannot parse (print(1)) on blanks.
-			code = quoteWords(strings.Fields(code))
-		}
-		for _, r := range words[i+1:] {
-			if r.Dynamic {
-				return "", false
-			}
-			// The operands after the string are words as they are.
-			code += " " + quoteWords(r.Values)
-		}
-		return code, true
+		args[i] = w.Values[0]
 	}
-	return "", false
+	start, code, ok := envArgs(args)
+	if !ok {
+		return "", false
+	}
+	if !parses(code) {
+		// env splits what bash cannot parse (print(1)) on blanks.
+		code = quoteWords(strings.Fields(code))
+	}
+	// The operands after the string are words as they are.
+	return strings.TrimSpace("env " + code + " " + quoteWords(args[start:])), true
 }
 
 // parses reports whether code is shell the parser reads.
