@@ -243,25 +243,10 @@ func TestHTTPStart(t *testing.T) {
 // the bytes held for the first-message check reach the server when the
 // client ends its side, over CONNECT and SOCKS5 (they were dropped).
 func TestTunnelHalfCloseFlushesHeldBytes(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, _ := io.ReadAll(c) // until the client's half-close
-				c.Write(append([]byte("echo:"), b...))
-			}()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := rawServer(t, func(c net.Conn) {
+		b, _ := io.ReadAll(c) // until the client's half-close
+		c.Write(append([]byte("echo:"), b...))
+	})
 	h := newHarness(t, []string{"127.0.0.1"}, nil)
 	for _, proto := range []string{"connect", "socks5"} {
 		var c net.Conn

@@ -335,30 +335,16 @@ func TestRestoreResponseEverywhere(t *testing.T) {
 // sbx: the transport's error, which quotes those bytes with the real value
 // swapped in, never reaches the client.
 func TestMalformedResponseKeepsTheSecret(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				path := strings.Fields(line + " x x")[1]
-				switch {
-				case strings.HasPrefix(path, "/status/"):
-					fmt.Fprintf(c, "HTTP/1.1 %s\r\n\r\n", path)
-				default:
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Echo %s\r\nContent-Length: 0\r\n\r\n", path)
-				}
-			}()
+	port := rawServer(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		path := strings.Fields(line + " x x")[1]
+		switch {
+		case strings.HasPrefix(path, "/status/"):
+			fmt.Fprintf(c, "HTTP/1.1 %s\r\n\r\n", path)
+		default:
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Echo %s\r\nContent-Length: 0\r\n\r\n", path)
 		}
-	}()
+	})
 	real := "realsecretvalue-malformed-0123456789"
 	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"api.example.test"}}}})
 	if err != nil {
@@ -366,7 +352,6 @@ func TestMalformedResponseKeepsTheSecret(t *testing.T) {
 	}
 	ph := res.Secrets[0].Placeholder
 	h := newHarnessWith(t, []string{"api.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
-	port := ln.Addr().(*net.TCPAddr).Port
 	for _, p := range []string{"/status/", "/header/"} {
 		resp, err := h.client().Get(fmt.Sprintf("http://api.example.test:%d%s%s", port, p, ph))
 		if err != nil {
