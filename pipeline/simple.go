@@ -44,19 +44,40 @@ var wrappers = map[string]wrapper{
 }
 
 // skipOpts counts leading options; those in withArg take the next word
-// (unless glued to it: -n5, --max-args=5).
+// (unless glued to it: -n5, --max-args=5), also at the end of a cluster
+// (-rn 1, -vs KILL) and abbreviated as getopt_long allows (--sig KILL).
 func skipOpts(a []string, withArg []string) int {
 	i := 0
 	for i < len(a) && strings.HasPrefix(a[i], "-") && a[i] != "-" {
 		if a[i] == "--" {
 			return i + 1
 		}
-		if slices.Contains(withArg, a[i]) {
+		if takesNext(a[i], withArg) {
 			i++
 		}
 		i++
 	}
 	return i
+}
+
+// takesNext reports whether option word o leaves its argument to the next
+// word: it is one of withArg, a long one's abbreviation without "=", or a
+// cluster whose first letter that takes an argument is its last.
+func takesNext(o string, withArg []string) bool {
+	if slices.Contains(withArg, o) {
+		return true
+	}
+	if strings.HasPrefix(o, "--") {
+		return !strings.Contains(o, "=") && slices.ContainsFunc(withArg, func(w string) bool {
+			return strings.HasPrefix(w, "--") && strings.HasPrefix(w, o)
+		})
+	}
+	for k := 1; k < len(o); k++ {
+		if slices.Contains(withArg, "-"+o[k:k+1]) {
+			return k == len(o)-1
+		}
+	}
+	return false
 }
 
 var execWrappers = []string{"watch", "setsid", "ionice", "flock"}
