@@ -77,6 +77,23 @@ type Path struct {
 	Origin string `json:"origin"`
 }
 
+// Named is a denyRead or denyWrite path as its rule names it. The rule
+// protects what the path resolves to when sbx starts, so the way it
+// resolves must not change from a sandbox: [Policy.Check] refuses a
+// symbolic link made at any entry the path is resolved through, and any
+// change to one that is a link now (re-pointed, removed or replaced, it
+// would move the protection, or, left dangling, stop every later run).
+type Named struct {
+	List   string `json:"list"` // denyRead or denyWrite
+	Path   string `json:"path"` // absolute, as written
+	Origin string `json:"origin"`
+	// Entries are the host paths of the entries Path is resolved through
+	// that lie in a writable root (each entry's directory resolved), in
+	// order; Links are those that are symbolic links at start.
+	Entries []string `json:"entries"`
+	Links   []string `json:"links,omitempty"`
+}
+
 // Policy is the compiled filesystem policy. The whole file system is
 // readable and read-only except as listed here.
 type Policy struct {
@@ -97,6 +114,10 @@ type Policy struct {
 	AllowRead      []Path `json:"allowRead,omitempty"`
 	// Self are sbx's own files and directories: see [Input.Self].
 	Self []Path `json:"self,omitempty"`
+	// Named are the denyRead and denyWrite paths as their rules name them,
+	// for the entries inside writable roots that each is resolved through:
+	// see [Named].
+	Named []Named `json:"named,omitempty"`
 	// Caches are written directly: see [Input.Caches].
 	Caches   []Path   `json:"caches,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -240,6 +261,9 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			rp, exists, err := c.resolve(p)
 			if err != nil {
 				return nil, &PatternError{Rule: r, Msg: err.Error()}
+			}
+			if strings.HasPrefix(list, "deny") {
+				c.pol.Named = append(c.pol.Named, c.named(p, r.Origin, list))
 			}
 			cp := Path{Path: rp, Exists: exists, Origin: r.Origin}
 			if exists {
@@ -420,10 +444,52 @@ func Compile(in Input, host Host) (*Policy, error) {
 	pol.DenyWrite = slices.DeleteFunc(pol.DenyWrite, func(d Path) bool {
 		return !slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(d.Path, w.Path) })
 	})
+	pol.Named = keepInRoots(pol.Named, pol.Writable)
 	pol.DenyWrite = dedupe(pol.DenyWrite)
 	pol.DenyRead = dedupe(pol.DenyRead)
 	pol.AllowRead = dedupe(pol.AllowRead)
 	return pol, nil
+}
+
+// named lists the entries p is resolved through, from the root down,
+// each with its directory resolved (an entry that does not exist yet
+// continues the path as written), and the ones that are links now.
+func (c *compiler) named(p, origin, list string) Named {
+	n := Named{List: list, Path: p, Origin: origin}
+	cur := "/"
+	for _, name := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		next := filepath.Join(cur, name)
+		n.Entries = append(n.Entries, next)
+		rp, _, err := c.resolve(next)
+		switch {
+		case err != nil:
+			// A link that cannot be followed: p itself failed to compile.
+			n.Links = append(n.Links, next)
+			return n
+		case rp != next:
+			n.Links = append(n.Links, next)
+		}
+		cur = rp
+	}
+	return n
+}
+
+// keepInRoots keeps, of each named path, the entries inside a writable
+// root (no change can reach the others), and the named paths left with
+// any.
+func keepInRoots(named []Named, roots []Path) []Named {
+	in := func(e string) bool {
+		return slices.ContainsFunc(roots, func(w Path) bool { return Within(e, w.Path) && e != w.Path })
+	}
+	var out []Named
+	for _, n := range named {
+		n.Entries = slices.DeleteFunc(n.Entries, func(e string) bool { return !in(e) })
+		n.Links = slices.DeleteFunc(n.Links, func(e string) bool { return !in(e) })
+		if len(n.Entries) > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func coveringDeny(p string, deny []Path) *Path {

@@ -2,6 +2,7 @@ package fsrules
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -52,8 +53,8 @@ type Change struct {
 type Refusal struct {
 	Path string `json:"path"`
 	Kind string `json:"change"`
-	// Rule is the kind of rule: "sbx", "denyWrite", "protected", "home",
-	// "git".
+	// Rule is the kind of rule: "sbx", "denyWrite", "denyRead" (a link
+	// on a denied path's way), "protected", "home", "git".
 	Rule string `json:"rule"`
 	Why  string `json:"why"`
 	// Saved is where the command's version was put aside ("" for a
@@ -79,6 +80,9 @@ func (p *Policy) Check(c *Change) *Refusal {
 		if Within(c.Path, d.Path) || p.replacesAncestor(c, d.Path) {
 			return refuse("denyWrite", "denyWrite "+d.Path+" ("+d.Origin+")")
 		}
+	}
+	if r := p.checkNamed(c); r != nil {
+		return r
 	}
 	if g := p.matchDenyGlob(c); g != nil {
 		return refuse("denyWrite", "denyWrite "+g.Path+" ("+g.Origin+")")
@@ -129,6 +133,28 @@ func (p *Policy) Check(c *Change) *Refusal {
 	}
 	if !ok {
 		return refuse("git", why)
+	}
+	return nil
+}
+
+// checkNamed refuses a change that would alter how a deny path resolves:
+// a link made at an entry it is resolved through, or a change to an entry
+// that is a link now.
+func (p *Policy) checkNamed(c *Change) *Refusal {
+	for _, n := range p.Named {
+		if !slices.Contains(n.Entries, c.Path) {
+			continue
+		}
+		why := ""
+		switch {
+		case slices.Contains(n.Links, c.Path):
+			why = "; it is a symbolic link that the rule is resolved through: changed, it would move what the rule protects"
+		case c.Link && c.Kind != Delete:
+			why = "; a symbolic link there would move what the rule protects (or, dangling, stop every later run)"
+		default:
+			continue
+		}
+		return &Refusal{Path: c.Path, Kind: c.Kind.String(), Rule: n.List, Why: n.List + " " + n.Path + " (" + n.Origin + ")" + why}
 	}
 	return nil
 }

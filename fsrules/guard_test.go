@@ -288,3 +288,70 @@ func TestCompileRoots(t *testing.T) {
 		}
 	}
 }
+
+// A deny path that is resolved through a symbolic link protects the link's
+// target; the link itself, and every entry the path is resolved through,
+// must not be re-pointed or made a link from a sandbox (the next run would
+// protect something else, or fail on a dangling link).
+func TestDenyPathLinksKeepTheirTarget(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	ws, out := filepath.Join(root, "ws"), filepath.Join(root, "outside")
+	for _, d := range []string{filepath.Join(ws, "real"), filepath.Join(out, "keys")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range map[string]string{"secret": filepath.Join(out, "keys", "a"), "linked": filepath.Join(out, "keys")} {
+		if err := os.Symlink(target, filepath.Join(ws, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(out, "keys", "a"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(out, "keys", "b"), []byte("x"), 0o600)
+	pol, err := Compile(Input{Workspace: ws,
+		DenyRead:  rules(ws, "./secret", "./linked/b", "./later", "./real/deep/key"),
+		DenyWrite: rules(ws, "./real/file")}, Host{Home: filepath.Join(root, "home")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	tests := []struct {
+		c    Change
+		rule string
+	}{
+		{Change{Path: at("secret"), Kind: Modify, Link: true}, "denyRead"}, // re-pointed
+		{Change{Path: at("secret"), Kind: Delete}, "denyRead"},
+		{Change{Path: at("secret"), Kind: Modify, NonDir: true}, "denyRead"}, // a file in its place
+		{Change{Path: at("linked"), Kind: Create, Dir: true}, "denyRead"},    // a directory in its place
+		{Change{Path: at("later"), Kind: Create, Link: true}, "denyRead"},    // a dangling link made
+		{Change{Path: at("later"), Kind: Create, NonDir: true}, ""},          // a file made: the rule hides it next time
+		{Change{Path: at("real/deep"), Kind: Create, Link: true}, "denyRead"},
+		{Change{Path: at("real/deep"), Kind: Create, Dir: true}, ""},
+		{Change{Path: at("real"), Kind: Modify, Dir: true}, ""},
+		{Change{Path: at("real/file"), Kind: Create, Link: true}, "denyWrite"},
+		{Change{Path: at("other"), Kind: Create, Link: true}, ""},
+		{Change{Path: at("real/other"), Kind: Create, Link: true}, ""},
+	}
+	for _, tt := range tests {
+		tt.c.Root = ws
+		r := pol.Check(&tt.c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
+		}
+	}
+	// Entries outside every writable root are not listed: nothing reaches them.
+	for _, n := range pol.Named {
+		for _, e := range n.Entries {
+			if !Within(e, ws) {
+				t.Errorf("%s: entry %s outside the workspace", n.Path, e)
+			}
+		}
+	}
+}

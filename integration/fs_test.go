@@ -187,6 +187,44 @@ func TestDenyRead(t *testing.T) {
 	assertAbsent(t, e.path("secrets/new"))
 }
 
+// A denyRead path that is a symbolic link hides its target; a sandbox that
+// re-points the link, or leaves a dangling one at a denied path, would move
+// the protection (the old target readable next run) or make every later
+// run fail. Both are refused at the merge; the next run still hides the
+// target and starts.
+func TestDenyReadLinkCannotBeMoved(t *testing.T) {
+	e := newEnv(t)
+	outside, err := os.MkdirTemp("/var/tmp", "sbx-it-linked-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(outside)
+	target := filepath.Join(outside, "real")
+	os.WriteFile(target, []byte("TOPSECRET-LINKED"), 0o600)
+	if err := os.Symlink(target, e.path("secret")); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--deny-read", "./secret", "--deny-read", "./later", "--deny-read", "./dir/sub/key"}
+	r := e.sh(`ln -sfn /etc/hostname secret; ln -s /nonexistent later; mkdir dir; ln -s /nonexistent dir/sub; echo done`, flags...)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, p := range []string{"secret", "later", "dir/sub"} {
+		if !strings.Contains(r.stderr, "refused to ") || !strings.Contains(r.stderr, e.path(p)+" (denyRead") {
+			t.Errorf("the change of %s was not refused: %s", p, r.stderr)
+		}
+	}
+	if got, err := os.Readlink(e.path("secret")); err != nil || got != target {
+		t.Errorf("the link on the host now points to %q (%v), want %s", got, err, target)
+	}
+	assertAbsent(t, e.path("later"))
+	assertAbsent(t, e.path("dir/sub"))
+	r = e.sh(`cat `+target+` secret; echo started`, flags...)
+	if strings.Contains(r.stdout+r.stderr, "TOPSECRET") || !strings.Contains(r.stdout, "started") {
+		t.Errorf("next run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestPersistenceFiles checks every protected name: existing or new, at the
 // top of the workspace or nested, and inside .git.
 func TestPersistenceFiles(t *testing.T) {
