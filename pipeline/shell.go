@@ -118,10 +118,28 @@ func SplitCommandAt(cmd, cwd, home string) *ParsedCommand {
 		return pc
 	}
 	// Room for a command per separator, so the list seldom grows.
-	pc.Commands = make([]SimpleCommand, 0, min(1+strings.Count(cmd, ";")+strings.Count(cmd, "&")+strings.Count(cmd, "|")+strings.Count(cmd, "\n"), 32))
+	pc.Commands = make([]SimpleCommand, 0, min(1+separators(cmd), 32))
 	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc}
 	sp.walk(f)
 	return pc
+}
+
+// separators counts the runs of ; & | and newlines in s (&& and || are
+// one each): about how many commands it holds.
+func separators(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ';', '&', '|', '\n':
+			if !in {
+				n++
+			}
+			in = true
+		default:
+			in = false
+		}
+	}
+	return n
 }
 
 // splitter walks one parsed string in source order.
