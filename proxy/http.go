@@ -34,6 +34,31 @@ type reqState struct {
 	// back, when set, turns the real values of the credentials bound to
 	// the host back into their placeholders in the response.
 	back *creds.Redactor
+	// cut, for a plain HTTP request, is set when the response body ends
+	// in an error: see abortCutBodies.
+	cut *atomic.Bool
+}
+
+type cutKey struct{}
+
+// abortCutBodies serves plain HTTP proxy requests with h and, when the
+// upstream's response body ended in an error (the connection cut before
+// the announced length or the last chunk), drops the client's connection
+// instead of ending the response: goproxy ends it normally, and a body it
+// re-chunked (every body of unknown length, and every bound host's body,
+// which is searched) would reach the client as a complete, shorter file.
+func abortCutBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			h.ServeHTTP(w, r)
+			return
+		}
+		cut := new(atomic.Bool)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cutKey{}, cut)))
+		if cut.Load() {
+			panic(http.ErrAbortHandler) // the server closes the connection, unfinished
+		}
+	})
 }
 
 // newGoproxy configures goproxy explicitly: no proxy from the environment,
@@ -160,6 +185,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, denyResponse(r, http.StatusForbidden, err.Error())
 	}
 	st := &reqState{t: t, proto: "http"}
+	st.cut, _ = r.Context().Value(cutKey{}).(*atomic.Bool)
 	if bound := s.boundTo(t.host, t.port); len(bound) > 0 {
 		// The host may send a real value back (an echo, a token
 		// endpoint): the response is searched, so it must come as is.
@@ -200,7 +226,7 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 		return denyResponse(ctx.Req, http.StatusBadGateway, reason)
 	}
 	if st.back != nil {
-		if err := restoreResponse(resp, st.back); err != nil {
+		if err := restoreResponse(resp, st.back, st.cut); err != nil {
 			resp.Body.Close()
 			ev.Error = err.Error()
 			s.audit(ev)
@@ -210,12 +236,15 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if st.body == nil {
 		// A response the transport did not make (cannot happen): count
 		// it here, at the cost of its Content-Length.
-		resp.Body = &countBody{ReadCloser: resp.Body, n: &st.down, size: -1}
+		resp.Body = &countBody{ReadCloser: resp.Body, n: &st.down, size: -1, cut: st.cut}
 		st.body = resp.Body.(*countBody)
 	}
 	var once sync.Once
 	st.body.onClose = func() {
 		once.Do(func() {
+			if st.cut != nil && st.cut.Load() {
+				ev.Error = "the response body ended early (the upstream's connection was cut); the client's connection was dropped so it cannot pass for complete"
+			}
 			ev.BytesUp, ev.BytesDown = st.up.Load(), st.down.Load()
 			s.audit(ev)
 		})
@@ -232,7 +261,7 @@ func (st *reqState) RoundTrip(req *http.Request, ctx *goproxy.ProxyCtx) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	st.body = &countBody{ReadCloser: resp.Body, n: &st.down, size: resp.ContentLength}
+	st.body = &countBody{ReadCloser: resp.Body, n: &st.down, size: resp.ContentLength, cut: st.cut}
 	resp.Body = st.body
 	return resp, nil
 }
@@ -276,11 +305,16 @@ type countBody struct {
 	onClose func()
 	// size is the body's length when known, else -1.
 	size int64
+	// cut, when set, records a read that ended in an error other than EOF.
+	cut *atomic.Bool
 }
 
 func (b *countBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
+	if err != nil && err != io.EOF && b.cut != nil {
+		b.cut.Store(true)
+	}
 	return n, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
@@ -50,7 +51,9 @@ func (s *Server) boundTo(h netrules.Host, port int) []*creds.Secret {
 // headers, and in the body as it streams (decompressed from gzip or
 // deflate if the host compressed it anyway). A body in another encoding
 // cannot be searched: an error, and the response is not passed on.
-func restoreResponse(resp *http.Response, red *creds.Redactor) error {
+// A body that ends in an error (a corrupt gzip stream as well as a cut
+// connection) is recorded in cut, when set.
+func restoreResponse(resp *http.Response, red *creds.Redactor, cut *atomic.Bool) error {
 	resp.Status = red.Redact(resp.Status)
 	redactHeader(resp.Header, red)
 	body := resp.Body
@@ -74,7 +77,7 @@ func restoreResponse(resp *http.Response, red *creds.Redactor) error {
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
-	resp.Body = trailerRedactor{red.Reader(body), resp, red}
+	resp.Body = trailerRedactor{red.Reader(body), resp, red, cut}
 	return nil
 }
 
@@ -112,12 +115,16 @@ type trailerRedactor struct {
 	io.ReadCloser
 	resp *http.Response
 	red  *creds.Redactor
+	cut  *atomic.Bool
 }
 
 func (t trailerRedactor) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	if err != nil {
 		redactHeader(t.resp.Trailer, t.red)
+		if err != io.EOF && t.cut != nil {
+			t.cut.Store(true)
+		}
 	}
 	return n, err
 }

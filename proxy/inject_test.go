@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
@@ -304,7 +305,7 @@ func TestRestoreResponseEverywhere(t *testing.T) {
 	red := creds.NewPlaceholderRedactor(res.Secrets)
 	resp := &http.Response{Status: "200 " + real, Header: http.Header{"X-" + real: {"1"}, "X-Echo": {"v=" + real}}, Trailer: http.Header{}}
 	resp.Body = trailerBody{strings.NewReader("cut " + real[:20]), resp, http.Header{"X-Trailer": {real}}}
-	if err := restoreResponse(resp, red); err != nil {
+	if err := restoreResponse(resp, red, nil); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
@@ -318,14 +319,14 @@ func TestRestoreResponseEverywhere(t *testing.T) {
 	zw.Write([]byte("v=" + real))
 	zw.Close()
 	hidden := &http.Response{Header: http.Header{"Content-Encoding": {"identity", "gzip"}}, Body: io.NopCloser(&gz)}
-	if err := restoreResponse(hidden, red); err != nil {
+	if err := restoreResponse(hidden, red, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := io.ReadAll(hidden.Body); strings.Contains(string(b), real) || !strings.HasPrefix(string(b), "v=") {
 		t.Errorf("a gzip body behind an identity line: %q", b)
 	}
 	two := &http.Response{Header: http.Header{"Content-Encoding": {"gzip", "br"}}, Body: io.NopCloser(strings.NewReader("x"))}
-	if err := restoreResponse(two, red); err == nil {
+	if err := restoreResponse(two, red, nil); err == nil {
 		t.Error("two codings were passed unsearched")
 	}
 }
@@ -368,5 +369,94 @@ func TestMalformedResponseKeepsTheSecret(t *testing.T) {
 		if strings.Contains(e.Error, real) {
 			t.Errorf("the audit event holds the real value: %+v", e)
 		}
+	}
+}
+
+// An upstream that stops in the middle of a body (its connection cut
+// before the length it announced, or before the last chunk) must not
+// reach the client as a complete response: a proxy that re-chunks the
+// body, or chunks it for a bound host's search, and then ends it normally
+// turns a truncated download into one that looks whole.
+func TestTruncatedBodyStaysTruncated(t *testing.T) {
+	port := rawServer(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		path := strings.Fields(line + " x x")[1]
+		switch path {
+		case "/length":
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("a", 5000))
+		case "/chunked":
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\n", strings.Repeat("b", 5000))
+		}
+	})
+	real := "realsecretvalue-truncated-0123456789"
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"api.example.test"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, []string{"api.example.test", "plain.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
+	for _, host := range []string{"plain.example.test", "api.example.test"} {
+		for _, p := range []string{"/length", "/chunked"} {
+			resp, err := h.client().Get(fmt.Sprintf("http://%s:%d%s", host, port, p))
+			if err != nil {
+				t.Fatalf("%s%s: %v", host, p, err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				t.Errorf("%s%s: %d, %d bytes read to a clean end (%q, %q): a cut body looks complete", host, p, resp.StatusCode, len(body), resp.TransferEncoding, resp.Header.Get("Content-Length"))
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for len(h.eventsFor(host)) < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, e := range h.eventsFor(host) {
+			if !strings.Contains(e.Error, "ended early") {
+				t.Errorf("%s: the audit event does not say the body was cut: %+v", host, e)
+			}
+		}
+	}
+}
+
+// The same through TLS that sbx terminates for a bound host: the body it
+// re-chunks for the search ends unfinished when the upstream's does.
+func TestTruncatedBodyStaysTruncatedTerminated(t *testing.T) {
+	be := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, bw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("c", 5000))
+		bw.Flush()
+	}))
+	defer be.Close()
+	port := be.Listener.Addr().(*net.TCPAddr).Port
+	res, _ := creds.MaskEnv([]string{"API_TOKEN=realsecretvalue-cut-tls-42"}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"example.com"}}}})
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(be.Certificate())
+	h := newHarnessWith(t, []string{"example.com", "127.0.0.1"}, nil, func(s *Server) {
+		s.Secrets, s.CA, s.UpstreamRoots = res.Secrets, ca, roots
+		s.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+	})
+	c := h.client()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	resp, err := c.Get(fmt.Sprintf("https://example.com:%d/x", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Errorf("%d, %d bytes read to a clean end (%q): a cut body looks complete", resp.StatusCode, len(body), resp.TransferEncoding)
+	}
+	if resp.TLS == nil || resp.TLS.PeerCertificates[0].Issuer.CommonName != "sbx per-run CA" {
+		t.Errorf("the bound host was not terminated by sbx")
 	}
 }

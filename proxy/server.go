@@ -118,7 +118,7 @@ func (s *Server) init() {
 		s.gp = s.newGoproxy()
 		s.httpLn = newChanListener()
 		s.hs = &http.Server{
-			Handler:           s.gp,
+			Handler:           abortCutBodies(s.gp),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    maxHeadBytes,
