@@ -121,7 +121,11 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 			first, args = append(first, v), append(args, w)
 		}
 	}
+	tainted := sc.UnsafeEnv
 	start := sp.stripWrappers(&sc, words, first)
+	// env NAME=VALUE with a name off the safe list: allow rules see the
+	// command with its wrappers, as they see a leading assignment.
+	envUnsafe := sc.UnsafeEnv && !tainted
 	wargs := args[start:]
 	sc.Words = words[start:]
 	if start < len(first) {
@@ -133,6 +137,9 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	}
 	sc.Norm = norm(sc.Words, wargs, sp.src, sc.Text)
 	sc.AllowText = sc.Text
+	if envUnsafe {
+		sc.AllowText = src(sp.src, ce)
+	}
 	for _, a := range ce.Assigns {
 		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
 			sc.UnsafeEnv = true
