@@ -225,6 +225,12 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 		s.audit(ev)
 		return denyResponse(ctx.Req, http.StatusBadGateway, reason)
 	}
+	if st.back != nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body.Close()
+		ev.Error = "a WebSocket (or other switched protocol) to a host a credential is bound to: its frames cannot be searched for the real value"
+		s.audit(ev)
+		return denyResponse(resp.Request, http.StatusBadGateway, ev.Error)
+	}
 	if st.back != nil {
 		if err := restoreResponse(resp, st.back, st.cut); err != nil {
 			resp.Body.Close()
@@ -263,7 +269,25 @@ func (st *reqState) RoundTrip(req *http.Request, ctx *goproxy.ProxyCtx) (*http.R
 	}
 	st.body = &countBody{ReadCloser: resp.Body, n: &st.down, size: resp.ContentLength, cut: st.cut}
 	resp.Body = st.body
+	if rw, ok := st.body.ReadCloser.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		// A WebSocket: goproxy relays it only through a body it can
+		// write to; what the client sends is counted as sent up.
+		resp.Body = &countRW{st.body, rw, &st.up}
+	}
 	return resp, nil
+}
+
+// countRW is a switched protocol's body (a WebSocket), counted both ways.
+type countRW struct {
+	*countBody
+	w  io.Writer
+	up *atomic.Int64
+}
+
+func (c *countRW) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.up.Add(int64(n))
+	return n, err
 }
 
 // onConnect decides a CONNECT tunnel.

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
 )
 
@@ -564,4 +565,66 @@ func rawServer(t *testing.T, handle func(net.Conn)) int {
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A WebSocket through the HTTP proxy (an absolute-URI GET with Upgrade, as
+// a client without CONNECT sends it) passes frames both ways once the 101
+// is in, and its bytes are counted; to a host a credential is bound to it
+// is refused, since frames cannot be searched for real values.
+func TestWebSocketThroughHTTPProxy(t *testing.T) {
+	port := rawServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if line == "\r\n" {
+				break
+			}
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(br, buf); err == nil {
+			c.Write(bytes.ToUpper(buf))
+		}
+	})
+	res, _ := creds.MaskEnv([]string{"API_TOKEN=realsecretvalue-ws-0123456789"}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"bound.example.test"}}}})
+	h := newHarnessWith(t, []string{"ws.example.test", "bound.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
+	upgrade := func(host string) (string, net.Conn, *bufio.Reader) {
+		c := h.dial()
+		fmt.Fprintf(c, "GET http://%s:%d/chat HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", host, port, host, port)
+		br := bufio.NewReader(c)
+		status, _ := br.ReadString('\n')
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		return status, c, br
+	}
+	status, c, br := upgrade("ws.example.test")
+	defer c.Close()
+	if !strings.Contains(status, " 101 ") {
+		t.Fatalf("status %q, want 101", status)
+	}
+	io.WriteString(c, "hello")
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != "HELLO" {
+		t.Fatalf("echo %q (%v), want HELLO", got, err)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.eventsFor("ws.example.test")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if evs := h.eventsFor("ws.example.test"); len(evs) != 1 || evs[0].BytesUp < 5 || evs[0].BytesDown < 5 {
+		t.Errorf("events %+v, want one with the frames counted", evs)
+	}
+	status, c2, _ := upgrade("bound.example.test")
+	c2.Close()
+	if !strings.Contains(status, " 502 ") {
+		t.Errorf("bound host: status %q, want 502", status)
+	}
 }
