@@ -64,6 +64,8 @@ var homePersistence = []string{
 	".config/wezterm", ".wezterm.lua", ".config/helix", ".local/share/nvim", ".subversion",
 	".rustup", ".cargo/config.toml", ".cargo/config", ".config/fontconfig", ".config/readline",
 	".ipython", ".jupyter", ".config/ipython", ".bun", ".deno", ".npm-global", ".config/npm",
+	// Directories on PATH: Debian's ~/.profile adds ~/bin, rustup ~/.cargo/bin, Go ~/go/bin.
+	"bin", ".cargo/bin", "go/bin",
 }
 
 // pythonStartup are the files Python runs at every start from any

@@ -186,14 +186,14 @@ func TestWorkspaceRootAndHome(t *testing.T) {
 			t.Errorf("workspace %s: %v %s", dir, err, out)
 		}
 	}
-	cmd := exec.Command(sbxBin, "run", "--home-workspace", bypass, "-c", "echo x > notes.txt; mkdir -p .ssh .config/autostart; echo k > .ssh/authorized_keys; echo a > .config/autostart/a.desktop; echo evil >> .bashrc; true")
+	cmd := exec.Command(sbxBin, "run", "--home-workspace", bypass, "-c", "echo x > notes.txt; mkdir -p .ssh .config/autostart; echo k > .ssh/authorized_keys; echo a > .config/autostart/a.desktop; echo evil >> .bashrc; mkdir -p bin go/bin && echo evil > bin/ls && echo evil > go/bin/gopls; true")
 	cmd.Dir, cmd.Env = e.home, e.environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("--home-workspace: %v %s", err, out)
 	}
 	assertContent(t, filepath.Join(e.home, "notes.txt"), "x\n")
-	for _, p := range []string{".ssh/authorized_keys", ".config/autostart/a.desktop", ".bashrc"} {
+	for _, p := range []string{".ssh/authorized_keys", ".config/autostart/a.desktop", ".bashrc", "bin/ls", "go/bin/gopls"} {
 		assertAbsent(t, filepath.Join(e.home, p))
 	}
 }
