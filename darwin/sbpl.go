@@ -663,6 +663,10 @@ func Profile(in ProfileInput) (string, error) {
 		}
 		p.rule("deny", "file-write*", hr)
 	}
+	if len(in.FS.HomeLinks) > 0 {
+		p.comment("targets of the home's persistence paths that are symbolic links into a writable root")
+		p.rule("deny", "file-write*", subpaths(in.FS.HomeLinks))
+	}
 	// An exact allowWrite re-opens a protected path and what is below it,
 	// as fsrules' check does on Linux.
 	var exact [][2]string

@@ -31,6 +31,7 @@ func everyKey() ProfileInput {
 			DenyWriteGlobs: []fsrules.Path{{Path: "/Users/dev/proj/**/.env", Origin: "Edit(.env)"}},
 			DenyRead:       []fsrules.Path{p("/Users/dev/.ssh", true), p("/Users/dev/proj/.env", false)},
 			AllowRead:      []fsrules.Path{p("/Users/dev/.ssh/known_hosts", false)},
+			HomeLinks:      []fsrules.Path{p("/Users/dev/proj/dotfiles/zshrc", false), p("/Users/dev/proj/dotfiles/nvim", true)},
 		},
 		TmpDir:       "/private/var/folders/xy/zz/T/sbx-run-1",
 		UserCacheDir: "/private/var/folders/xy/zz/C/sbx-run-1",

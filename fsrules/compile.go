@@ -67,6 +67,9 @@ type Host struct {
 	Glob func(pattern string) ([]string, error)
 	// ReadFile reads a small file (a .git pointer); nil means os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// ReadDir lists a directory (the home's, for links); nil means
+	// os.ReadDir.
+	ReadDir func(string) ([]fs.DirEntry, error)
 }
 
 // Path is one compiled path.
@@ -118,6 +121,11 @@ type Policy struct {
 	// for the entries inside writable roots that each is resolved through:
 	// see [Named].
 	Named []Named `json:"named,omitempty"`
+	// HomeLinks are the targets of the home's persistence paths that are
+	// symbolic links (or lie under one) into a writable root, such as
+	// ~/.bashrc -> ~/dotfiles/bashrc with ~/dotfiles the workspace: they
+	// are protected as the paths themselves are. Origin names the path.
+	HomeLinks []Path `json:"homeLinks,omitempty"`
 	// Caches are written directly: see [Input.Caches].
 	Caches   []Path   `json:"caches,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -152,6 +160,13 @@ func (h *Host) readFile(p string) ([]byte, error) {
 		return h.ReadFile(p)
 	}
 	return os.ReadFile(p)
+}
+
+func (h *Host) readDir(p string) ([]fs.DirEntry, error) {
+	if h.ReadDir != nil {
+		return h.ReadDir(p)
+	}
+	return os.ReadDir(p)
 }
 
 func (h *Host) glob(p string) ([]string, error) {
@@ -445,6 +460,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 		return !slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(d.Path, w.Path) })
 	})
 	pol.Named = keepInRoots(pol.Named, pol.Writable)
+	pol.HomeLinks = c.homeLinks()
 	pol.DenyWrite = dedupe(pol.DenyWrite)
 	pol.DenyRead = dedupe(pol.DenyRead)
 	pol.AllowRead = dedupe(pol.AllowRead)
@@ -472,6 +488,64 @@ func (c *compiler) named(p, origin, list string) Named {
 		cur = rp
 	}
 	return n
+}
+
+// homeLinks finds the home's persistence paths (and the protected names
+// at its top) reached through a symbolic link, and returns their targets
+// that a writable root holds or lies in, unless an allowWrite names the
+// path or the target exactly. Each directory on the way is listed once,
+// so only a link costs a resolution.
+func (c *compiler) homeLinks() []Path {
+	pol := c.pol
+	lists := map[string]map[string]fs.FileMode{}
+	list := func(dir string) map[string]fs.FileMode {
+		if l, ok := lists[dir]; ok {
+			return l
+		}
+		l := map[string]fs.FileMode{}
+		if ents, err := c.host.readDir(dir); err == nil {
+			for _, e := range ents {
+				l[e.Name()] = e.Type()
+			}
+		}
+		lists[dir] = l
+		return l
+	}
+	var out []Path
+	for _, h := range slices.Concat(homePersistence, protectedFiles, protectedDirs) {
+		hp := filepath.Join(pol.Home, h)
+		if !linkOnWay(pol.Home, h, list) || slices.Contains(pol.ExactAllow, hp) {
+			continue
+		}
+		t, exists, err := c.resolve(hp)
+		reached := slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(t, w.Path) || Within(w.Path, t) })
+		if err != nil || !exists || !reached || slices.ContainsFunc(pol.Writable, func(w Path) bool { return w.Path == t }) {
+			continue
+		}
+		fi, _ := c.host.lstat(t)
+		out = append(out, Path{Path: t, Exists: true, Dir: fi != nil && fi.IsDir(),
+			Origin: "~/" + h + " is a link to it: it runs code or lets someone in; allowWrite ~/" + h + " exactly to let it change"})
+	}
+	return dedupe(out)
+}
+
+// linkOnWay reports whether home/rel exists and a symbolic link is on its
+// way (itself or a directory above it, below home), from the listings.
+func linkOnWay(home, rel string, list func(string) map[string]fs.FileMode) bool {
+	dir := home
+	for _, name := range strings.Split(rel, "/") {
+		mode, ok := list(dir)[name]
+		switch {
+		case !ok:
+			return false
+		case mode&fs.ModeSymlink != 0:
+			return true
+		case !mode.IsDir():
+			return false
+		}
+		dir = filepath.Join(dir, name)
+	}
+	return false
 }
 
 // keepInRoots keeps, of each named path, the entries inside a writable

@@ -102,6 +102,11 @@ func (p *Policy) Check(c *Change) *Refusal {
 				return refuse("home", "~/"+h+" runs code or lets someone in; allowWrite that exact path to let it change")
 			}
 		}
+		for _, l := range p.HomeLinks {
+			if Within(c.Path, l.Path) || p.replacesAncestor(c, l.Path) {
+				return refuse("home", l.Origin)
+			}
+		}
 	}
 	if why := protectedBelow(c.Path, c.Root); why != "" {
 		return refuse("protected", why)

@@ -355,3 +355,64 @@ func TestDenyPathLinksKeepTheirTarget(t *testing.T) {
 		}
 	}
 }
+
+// A home persistence path that is a symbolic link into a writable root
+// (dotfiles kept in a repository, linked from the home) is protected at
+// its target: by path alone, editing the workspace's bashrc would change
+// ~/.bashrc.
+func TestHomeLinksProtectTheirTargets(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	home, ws, other := filepath.Join(root, "home"), filepath.Join(root, "home", "dotfiles"), filepath.Join(root, "other")
+	for _, d := range []string{filepath.Join(ws, "config", "git"), filepath.Join(ws, "nvim"), filepath.Join(home, ".ssh"), other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(ws, "bashrc"), filepath.Join(ws, "profile"), filepath.Join(ws, "config", "git", "config"), filepath.Join(other, "zshrc")} {
+		os.WriteFile(f, []byte("x"), 0o644)
+	}
+	for link, target := range map[string]string{".bashrc": "dotfiles/bashrc", ".profile": filepath.Join(ws, "profile"),
+		".config": "dotfiles/config", ".zshrc": filepath.Join(other, "zshrc"), ".vim": "dotfiles/nvim"} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := Compile(Input{Workspace: ws, AllowWrite: rules(home, "~/.profile")}, Host{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	tests := []struct {
+		c    Change
+		rule string
+	}{
+		{Change{Path: at("bashrc"), Kind: Modify}, "home"},
+		{Change{Path: at("bashrc"), Kind: Delete}, "home"},
+		{Change{Path: at("config/git/config"), Kind: Modify}, "home"}, // ~/.config is the link
+		{Change{Path: at("config/git/new"), Kind: Create}, "home"},
+		{Change{Path: at("config"), Kind: Delete, Dir: true}, "home"}, // an ancestor of a target removed
+		{Change{Path: at("config/other"), Kind: Create}, ""},          // the rest of ~/.config
+		{Change{Path: at("nvim/init.lua"), Kind: Create}, "home"},     // ~/.vim links to a directory
+		{Change{Path: at("profile"), Kind: Modify}, ""},               // allowWrite ~/.profile exactly
+		{Change{Path: at("README"), Kind: Create}, ""},
+	}
+	for _, tt := range tests {
+		tt.c.Root = ws
+		r := pol.Check(&tt.c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s: rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, got, tt.rule, r)
+		}
+	}
+	for _, l := range pol.HomeLinks {
+		if !Within(l.Path, ws) {
+			t.Errorf("home link target %s outside every writable root", l.Path)
+		}
+	}
+}

@@ -198,6 +198,32 @@ func TestWorkspaceRootAndHome(t *testing.T) {
 	}
 }
 
+// Dotfiles kept in the workspace and linked from the home (~/.bashrc ->
+// dotfiles/bashrc) are protected at their targets, as the home's own
+// files are: the merge refuses the change, the host file is unchanged.
+func TestHomeLinkedDotfilesStayProtected(t *testing.T) {
+	e := newEnv(t)
+	e.write("bashrc", "# mine\n")
+	e.write("config/git/config", "[user]\n")
+	for link, target := range map[string]string{".bashrc": e.path("bashrc"), ".config": e.path("config")} {
+		if err := os.Symlink(target, filepath.Join(e.home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.sh(`echo evil >> bashrc; printf '[core]\n\tpager = evil\n' >> config/git/config; echo ok > notes; echo done`)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, e.path("bashrc"), "# mine\n")
+	assertContent(t, e.path("config/git/config"), "[user]\n")
+	assertContent(t, e.path("notes"), "ok\n")
+	for _, p := range []string{"bashrc", "config/git/config"} {
+		if !strings.Contains(r.stderr, "refused to change "+e.path(p)) {
+			t.Errorf("no refusal named for %s: %s", p, r.stderr)
+		}
+	}
+}
+
 // Nothing of sbx's appears in the workspace: git sees a clean tree inside
 // and on the host during a run, and a commit inside holds exactly what the
 // command wrote.
