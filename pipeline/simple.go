@@ -157,7 +157,7 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		sc.ExecWrapper = slices.Contains(execWrappers, name) || name == "find" && slices.ContainsFunc(sc.Args[1:], func(a string) bool {
 			return a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir" || a == "-delete"
 		})
-		sp.shellString(sc, wargs)
+		sp.shellString(sc, rs)
 	}
 	return sc
 }
@@ -274,7 +274,7 @@ func (sp *splitter) wordSlices(n int) ([]Word, []string) {
 
 // shellString adds the commands of sh -c 'STRING' (and bash, zsh …) as
 // commands of their own, so every rule and check sees them.
-func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
+func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 	name, _ := progName(sc.Args[0])
 	if sp.depth > 4 {
 		if name == "trap" || name == "eval" || name == "env" || slices.Contains(shells, name) {
@@ -313,16 +313,20 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 		return
 	}
 	// With -c, the string is the first operand after every option (bash
-	// -c -o pipefail 'STRING', sh -c -- 'STRING'); without, a script file.
-	withC := false
+	// -c -o pipefail 'STRING', sh -c -- 'STRING'); without, a script file,
+	// or, with no operand or with -s, standard input.
+	withC, withS := false, false
 	for i := 1; i < len(sc.Words); i++ {
 		a := sc.Words[i].Values[0]
 		switch {
 		case sc.Words[i].Dynamic:
 			return // computed options or string: the outer command asks
 		case a == "--" || a == "-":
-			if withC && i+1 < len(sc.Words) && !sc.Words[i+1].Dynamic {
+			switch {
+			case withC && i+1 < len(sc.Words) && !sc.Words[i+1].Dynamic:
 				sp.inner(sc, sc.Words[i+1].Values[0], name+" -c")
+			case !withC && (withS || i+1 == len(sc.Words)):
+				sp.stdinScript(sc, rs, name)
 			}
 			return
 		case strings.HasPrefix(a, "--") || slices.Contains(shellLongOpts, a):
@@ -337,17 +341,73 @@ func (sp *splitter) shellString(sc SimpleCommand, wargs []*syntax.Word) {
 				switch ch {
 				case 'c':
 					withC = true
+				case 's':
+					withS = true
 				case 'o', 'O':
 					i++
 				}
 			}
 		default:
-			if withC {
+			switch {
+			case withC:
 				sp.inner(sc, a, name+" -c")
+			case withS:
+				sp.stdinScript(sc, rs, name) // the operands are $1 …
 			}
 			return // else a script file: not a string we can read
 		}
 	}
+	if !withC {
+		sp.stdinScript(sc, rs, name)
+	}
+}
+
+// stdinScript reads, as the commands of a shell that reads them from its
+// standard input, a here-string or here-document given to it with static
+// content (bash <<< 'rm -rf x', sh <<'EOF'): deny and ask rules see them as
+// they see sh -c's string. Input from a file or a pipe is not read.
+func (sp *splitter) stdinScript(sc SimpleCommand, rs []*syntax.Redirect, name string) {
+	var in *syntax.Redirect
+	for _, r := range rs {
+		if r.N == nil && (r.Op == syntax.RdrIn || r.Op == syntax.RdrInOut || r.Op == syntax.DplIn || r.Op == syntax.Hdoc ||
+			r.Op == syntax.DashHdoc || r.Op == syntax.WordHdoc) || r.N != nil && r.N.Value == "0" {
+			in = r // the last one wins
+		}
+	}
+	switch {
+	case in == nil:
+	case in.Op == syntax.WordHdoc:
+		w := expandWord(in.Word, sp.home, sp.dir())
+		if !w.Dynamic && len(w.Values) == 1 {
+			sp.inner(sc, w.Values[0]+"\n", name+" <<<")
+		}
+	case (in.Op == syntax.Hdoc || in.Op == syntax.DashHdoc) && in.Hdoc != nil:
+		var b strings.Builder
+		for _, p := range in.Hdoc.Parts {
+			lit, ok := p.(*syntax.Lit)
+			if !ok {
+				return // an expansion: known only when it runs
+			}
+			b.WriteString(lit.Value)
+		}
+		if code := b.String(); !strings.Contains(code, "\\") || quotedDelim(in.Word) {
+			sp.inner(sc, code, name+" <<")
+		}
+	}
+}
+
+// quotedDelim reports whether a here-document's delimiter is quoted (its
+// body is then taken as written, backslashes too).
+func quotedDelim(w *syntax.Word) bool {
+	return slices.ContainsFunc(w.Parts, func(p syntax.WordPart) bool {
+		switch p := p.(type) {
+		case *syntax.SglQuoted, *syntax.DblQuoted:
+			return true
+		case *syntax.Lit:
+			return strings.Contains(p.Value, "\\")
+		}
+		return false
+	})
 }
 
 // shellLongOpts are bash's long options as it also takes them, after one
