@@ -309,6 +309,10 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 		}
 		return
 	}
+	if name == "git" {
+		sp.gitStrings(sc)
+		return
+	}
 	if !slices.Contains(shells, name) {
 		return
 	}
