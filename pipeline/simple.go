@@ -490,20 +490,13 @@ func splitString(words []Word) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if !parses(code) {
-		// env splits what bash cannot parse (print(1)) on blanks.
-		code = quoteWords(strings.Fields(code))
+	// env splits the string into its own arguments (not shell code), and
+	// reads them before the operands after it, which are words as they are.
+	split, ok := envSplit(code)
+	if !ok {
+		return "", false
 	}
-	// The operands after the string are words as they are.
-	return strings.TrimSpace("env " + code + " " + quoteWords(args[start:])), true
-}
-
-// parses reports whether code is shell the parser reads.
-func parses(code string) bool {
-	p := parsers.Get().(*syntax.Parser)
-	_, err := p.Parse(strings.NewReader(code), "")
-	parsers.Put(p)
-	return err == nil
+	return strings.TrimSpace("env " + quoteWords(split) + " " + quoteWords(args[start:])), true
 }
 
 // quoteWords quotes each word for the shell, so it is read back as it is.
