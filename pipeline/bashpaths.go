@@ -97,15 +97,22 @@ func optValue(words []Word, short, long string) []Word {
 	return out
 }
 
-// fileCommands are the programs fileArgs knows.
-var fileCommands = []string{"cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64",
-	"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
-	"file", "hexdump", "grep", "egrep", "fgrep", "rg",
-	"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
-	"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find"}
+// isFileCommand reports whether fileArgs knows the program name (a switch:
+// this runs for every command of every decision).
+func isFileCommand(name string) bool {
+	switch name {
+	case "cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64",
+		"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
+		"file", "hexdump", "grep", "egrep", "fgrep", "rg",
+		"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
+		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find":
+		return true
+	}
+	return false
+}
 
 func fileArgs(name string, words []Word) []fileArg {
-	if !slices.Contains(fileCommands, name) {
+	if !isFileCommand(name) {
 		return nil
 	}
 	ops, _ := operands(words)

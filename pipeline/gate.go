@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
@@ -637,6 +638,9 @@ func (g *Gate) writePaths(call *Call, pc *ParsedCommand) (paths []string, unknow
 func (g *Gate) pathRuleHit(b Behavior, call *Call, pc *ParsedCommand) *Rule {
 	if call.Tool != "Bash" && call.Tool != "Edit" && call.Tool != "Write" && call.Tool != "MultiEdit" {
 		return nil // the direct file tools were matched by MatchTool above
+	}
+	if !slices.ContainsFunc(g.rules, func(r *Rule) bool { return r.Behavior == b && r.pathRule != nil }) {
+		return nil // no path to find
 	}
 	reads := g.readPaths(call, pc)
 	writes, _ := g.writePaths(call, pc)
