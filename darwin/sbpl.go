@@ -674,6 +674,18 @@ func Profile(in ProfileInput) (string, error) {
 		exact = append(exact, [2]string{"subpath", e})
 	}
 	p.rule("allow", "file-write*", exact)
+	var named [][2]string
+	for _, n := range in.FS.Named {
+		for _, e := range n.Entries {
+			if r := [2]string{"regex", "^" + caseless(e) + "$"}; !slices.Contains(named, r) {
+				named = append(named, r)
+			}
+		}
+	}
+	if len(named) > 0 {
+		p.comment("entries that deny paths and linked persistence paths are resolved through: a link made or changed there would move what they protect")
+		p.rule("deny", "file-write*", named)
+	}
 	var self []fsrules.Path
 	for _, sp := range in.FS.Self {
 		if overlaps(sp.Path, roots) {

@@ -70,6 +70,8 @@ type Host struct {
 	// ReadDir lists a directory (the home's, for links); nil means
 	// os.ReadDir.
 	ReadDir func(string) ([]fs.DirEntry, error)
+	// Readlink reads a symbolic link's target; nil means os.Readlink.
+	Readlink func(string) (string, error)
 }
 
 // Path is one compiled path.
@@ -87,7 +89,7 @@ type Path struct {
 // change to one that is a link now (re-pointed, removed or replaced, it
 // would move the protection, or, left dangling, stop every later run).
 type Named struct {
-	List   string `json:"list"` // denyRead or denyWrite
+	List   string `json:"list"` // denyRead, denyWrite or home
 	Path   string `json:"path"` // absolute, as written
 	Origin string `json:"origin"`
 	// Entries are the host paths of the entries Path is resolved through
@@ -118,8 +120,9 @@ type Policy struct {
 	// Self are sbx's own files and directories: see [Input.Self].
 	Self []Path `json:"self,omitempty"`
 	// Named are the denyRead and denyWrite paths as their rules name them,
-	// for the entries inside writable roots that each is resolved through:
-	// see [Named].
+	// and the home's persistence paths reached through a link, for the
+	// entries inside writable roots that each is resolved through: see
+	// [Named].
 	Named []Named `json:"named,omitempty"`
 	// HomeLinks are the targets of the home's persistence paths that are
 	// symbolic links (or lie under one) into a writable root, such as
@@ -167,6 +170,13 @@ func (h *Host) readDir(p string) ([]fs.DirEntry, error) {
 		return h.ReadDir(p)
 	}
 	return os.ReadDir(p)
+}
+
+func (h *Host) readlink(p string) (string, error) {
+	if h.Readlink != nil {
+		return h.Readlink(p)
+	}
+	return os.Readlink(p)
 }
 
 func (h *Host) glob(p string) ([]string, error) {
@@ -459,43 +469,67 @@ func Compile(in Input, host Host) (*Policy, error) {
 	pol.DenyWrite = slices.DeleteFunc(pol.DenyWrite, func(d Path) bool {
 		return !slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(d.Path, w.Path) })
 	})
-	pol.Named = keepInRoots(pol.Named, pol.Writable)
-	pol.HomeLinks = c.homeLinks()
+	var homeNamed []Named
+	pol.HomeLinks, homeNamed = c.homeLinks()
+	pol.Named = keepInRoots(append(pol.Named, homeNamed...), pol.Writable)
 	pol.DenyWrite = dedupe(pol.DenyWrite)
 	pol.DenyRead = dedupe(pol.DenyRead)
 	pol.AllowRead = dedupe(pol.AllowRead)
 	return pol, nil
 }
 
-// named lists the entries p is resolved through, from the root down,
-// each with its directory resolved (an entry that does not exist yet
-// continues the path as written), and the ones that are links now.
+// named lists every entry the kernel looks up to resolve p: the
+// components of p and, for each symbolic link on the way, those of its
+// target (recursively; "." and ".." taken as the kernel takes them, so a
+// directory passed through by ".." is listed too), each with its directory
+// resolved; an entry that does not exist continues the path as written.
+// Links are the entries that are symbolic links now.
 func (c *compiler) named(p, origin, list string) Named {
 	n := Named{List: list, Path: p, Origin: origin}
+	todo := strings.Split(p, "/")
 	cur := "/"
-	for _, name := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+	for hops := 0; len(todo) > 0; {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
 		next := filepath.Join(cur, name)
-		n.Entries = append(n.Entries, next)
-		rp, _, err := c.resolve(next)
-		switch {
-		case err != nil:
-			// A link that cannot be followed: p itself failed to compile.
-			n.Links = append(n.Links, next)
-			return n
-		case rp != next:
+		if !slices.Contains(n.Entries, next) {
+			n.Entries = append(n.Entries, next)
+		}
+		fi, err := c.host.lstat(next)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if !slices.Contains(n.Links, next) {
 			n.Links = append(n.Links, next)
 		}
-		cur = rp
+		target, err := c.host.readlink(next)
+		if hops++; err != nil || hops > 40 {
+			return n // a link that cannot be followed: p itself failed to compile
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return n
 }
 
 // homeLinks finds the home's persistence paths (and the protected names
 // at its top) reached through a symbolic link, and returns their targets
-// that a writable root holds or lies in, unless an allowWrite names the
-// path or the target exactly. Each directory on the way is listed once,
-// so only a link costs a resolution.
-func (c *compiler) homeLinks() []Path {
+// that a writable root holds or lies in, and the entries each is resolved
+// through (a link on the way inside a writable root, re-pointed, would
+// swap the file), unless an allowWrite names the path or the target
+// exactly. Each directory on the way is listed once, so only a link costs
+// a resolution.
+func (c *compiler) homeLinks() ([]Path, []Named) {
 	pol := c.pol
 	lists := map[string]map[string]fs.FileMode{}
 	list := func(dir string) map[string]fs.FileMode {
@@ -512,11 +546,13 @@ func (c *compiler) homeLinks() []Path {
 		return l
 	}
 	var out []Path
+	var named []Named
 	for _, h := range slices.Concat(homePersistence, protectedFiles, protectedDirs) {
 		hp := filepath.Join(pol.Home, h)
 		if !linkOnWay(pol.Home, h, list) || slices.Contains(pol.ExactAllow, hp) {
 			continue
 		}
+		named = append(named, c.named(hp, "~/"+h+" runs code or lets someone in; allowWrite ~/"+h+" exactly to let it change", "home"))
 		t, exists, err := c.resolve(hp)
 		reached := slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(t, w.Path) || Within(w.Path, t) })
 		if err != nil || !exists || !reached || slices.ContainsFunc(pol.Writable, func(w Path) bool { return w.Path == t }) {
@@ -526,7 +562,7 @@ func (c *compiler) homeLinks() []Path {
 		out = append(out, Path{Path: t, Exists: true, Dir: fi != nil && fi.IsDir(),
 			Origin: "~/" + h + " is a link to it: it runs code or lets someone in; allowWrite ~/" + h + " exactly to let it change"})
 	}
-	return dedupe(out)
+	return dedupe(out), named
 }
 
 // linkOnWay reports whether home/rel exists and a symbolic link is on its

@@ -97,6 +97,13 @@ func (h *fakeHost) lstat(p string) (fs.FileInfo, error) {
 	return nil, fs.ErrNotExist
 }
 
+func (h *fakeHost) readlink(p string) (string, error) {
+	if t, ok := h.links[p]; ok {
+		return t, nil
+	}
+	return "", fs.ErrInvalid
+}
+
 func (h *fakeHost) eval(p string) (string, error) {
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	cur := "/"
@@ -118,7 +125,7 @@ func (h *fakeHost) eval(p string) (string, error) {
 }
 
 func (h *fakeHost) host() Host {
-	return Host{Home: "/home/u", EvalSymlinks: h.eval, Lstat: h.lstat, ReadFile: h.readFile, Glob: func(pattern string) ([]string, error) {
+	return Host{Home: "/home/u", EvalSymlinks: h.eval, Lstat: h.lstat, ReadFile: h.readFile, Readlink: h.readlink, Glob: func(pattern string) ([]string, error) {
 		var out []string
 		for p := range h.files {
 			if ok, _ := filepath.Match(pattern, p); ok {

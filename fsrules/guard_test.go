@@ -416,3 +416,62 @@ func TestHomeLinksProtectTheirTargets(t *testing.T) {
 		}
 	}
 }
+
+// Every entry a protected path is resolved through counts, not only the
+// components of the path as written: the components of each link's
+// target (a second link in the chain, cur -> v1 in lnk -> cur/real) and a
+// directory passed through by ".." (sub in lnk2 -> sub/../real). Re-pointed
+// or replaced by a link, each would move the protection.
+func TestLinkChainsKeepTheirTarget(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	home := filepath.Join(root, "home")
+	ws := filepath.Join(home, "ws")
+	for _, d := range []string{"v1/real/secret", "sub", "real2", "dot/v1", "dot/sub"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"v1/real/secret/key", "real2/file", "dot/v1/profile", "dot/zshrc"} {
+		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o600)
+	}
+	for link, target := range map[string]string{"ws/cur": "v1", "ws/lnk": "cur/real", "ws/lnk2": "sub/../real2",
+		"ws/dot/cur": "v1", ".profile": "ws/dot/cur/profile", ".zshrc": "ws/dot/sub/../zshrc"} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := Compile(Input{Workspace: ws, DenyRead: rules(ws, "./lnk/secret"), DenyWrite: rules(ws, "./lnk2/file")}, Host{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	tests := []struct {
+		c    Change
+		rule string
+	}{
+		{Change{Path: at("cur"), Kind: Modify, Link: true}, "denyRead"},  // the second link re-pointed
+		{Change{Path: at("cur"), Kind: Delete}, "denyRead"},              // or removed (dangling: every run stops)
+		{Change{Path: at("v1"), Kind: Create, Link: true}, "denyRead"},   // the first link's target made a link
+		{Change{Path: at("sub"), Kind: Create, Link: true}, "denyWrite"}, // sub/.. would be elsewhere
+		{Change{Path: at("dot/cur"), Kind: Modify, Link: true}, "home"},  // ~/.profile swapped for another file
+		{Change{Path: at("dot/sub"), Kind: Create, Link: true}, "home"},  // ~/.zshrc through dot/sub/..
+		{Change{Path: at("dot/v1/profile"), Kind: Modify}, "home"},       // the target itself
+		{Change{Path: at("sub/x"), Kind: Create, NonDir: true}, ""},      // the rest stays writable
+		{Change{Path: at("v1/other"), Kind: Create, Link: true}, ""},
+		{Change{Path: at("sub"), Kind: Modify, Dir: true}, ""},
+	}
+	for _, tt := range tests {
+		tt.c.Root = ws
+		r := pol.Check(&tt.c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
+		}
+	}
+}

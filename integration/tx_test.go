@@ -511,3 +511,48 @@ func TestDoubleFaultNothingLostSilently(t *testing.T) {
 		t.Errorf("small is neither applied nor named as not applied:\n%s", r.stderr)
 	}
 }
+
+// A second link in a chain (lnk -> cur/real, cur -> v1) and a directory
+// passed by ".." (lnk2 -> sub/../real2) are on a protected path's way too:
+// re-pointing cur or putting a link at sub would move a denyRead, a
+// denyWrite or a linked ~/.profile to other files, and each is refused;
+// the next run still hides the secret.
+func TestLinkChainsCannotBeMoved(t *testing.T) {
+	e := newEnv(t)
+	e.write("v1/real/secret/key", "TOPSECRET-CHAIN")
+	e.write("real2/file", "orig")
+	e.write("dot/v1/profile", "# mine\n")
+	e.mkdir("sub")
+	for link, target := range map[string]string{e.path("cur"): "v1", e.path("lnk"): "cur/real", e.path("lnk2"): "sub/../real2",
+		e.path("dot/cur"): "v1", filepath.Join(e.home, ".profile"): e.path("dot/cur/profile")} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := []string{"--deny-read", "./lnk/secret", "--deny-write", "./lnk2/file"}
+	r := e.sh(`rm cur; mkdir -p v2/real; ln -s v2 cur
+rmdir sub; mkdir -p o/x; echo evil > o/file; ln -s o/x sub
+rm dot/cur; mkdir dot/v2; echo evil > dot/v2/profile; ln -s v2 dot/cur; echo done`, flags...)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for p, rule := range map[string]string{"cur": "denyRead", "sub": "denyWrite", "dot/cur": "home"} {
+		if !strings.Contains(r.stderr, "refused to change "+e.path(p)+" ("+rule) {
+			t.Errorf("the change of %s was not refused (%s): %s", p, rule, r.stderr)
+		}
+	}
+	for link, want := range map[string]string{"cur": "v1", "dot/cur": "v1"} {
+		if got, err := os.Readlink(e.path(link)); err != nil || got != want {
+			t.Errorf("%s on the host now points to %q (%v), want %s", link, got, err, want)
+		}
+	}
+	if fi, err := os.Lstat(e.path("sub")); err != nil || !fi.IsDir() {
+		t.Errorf("sub on the host is no longer the directory: %v %v", fi, err)
+	}
+	assertContent(t, filepath.Join(e.home, ".profile"), "# mine\n")
+	r = e.sh(`grep -r TOPSECRET . ; echo evil >> lnk2/file; echo started`, flags...)
+	if strings.Contains(r.stdout, "TOPSECRET") || !strings.Contains(r.stdout, "started") {
+		t.Errorf("next run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	assertContent(t, e.path("real2/file"), "orig")
+}
