@@ -41,6 +41,9 @@ type reqState struct {
 
 type cutKey struct{}
 
+// connKey holds, in a plain HTTP request's context, its client connection.
+type connKey struct{}
+
 // abortCutBodies serves plain HTTP proxy requests with h and, when the
 // upstream's response body ended in an error (the connection cut before
 // the announced length or the last chunk), drops the client's connection
@@ -56,6 +59,12 @@ func abortCutBodies(h http.Handler) http.Handler {
 		cut := new(atomic.Bool)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cutKey{}, cut)))
 		if cut.Load() {
+			// A response with no length and no chunks (an HTTP/1.0
+			// client's) ends where the connection does: it must end in
+			// a reset, not a close that reads as the end of the body.
+			if c, ok := r.Context().Value(connKey{}).(*frontConn); ok {
+				c.reset()
+			}
 			panic(http.ErrAbortHandler) // the server closes the connection, unfinished
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,6 +417,33 @@ func TestTruncatedBodyStaysTruncated(t *testing.T) {
 				t.Errorf("%s: the audit event does not say the body was cut: %+v", host, e)
 			}
 		}
+	}
+}
+
+// An HTTP/1.0 client reads a body of unknown length to the connection's
+// end: a cut upstream body must end in a reset (the TCP socket the
+// sandbox hands over), not a close that reads as a complete download.
+func TestTruncatedBodyResetsHTTP10(t *testing.T) {
+	port := rawServer(t, func(c net.Conn) {
+		bufio.NewReader(c).ReadString('\n')
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\n", strings.Repeat("b", 5000))
+	})
+	h := newHarness(t, []string{"plain.example.test", "127.0.0.1"}, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go h.srv.Serve(ln)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET http://plain.example.test:%d/ HTTP/1.0\r\n\r\n", port)
+	got, err := io.ReadAll(c)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("%d bytes read, then %v: want a reset (%q)", len(got), err, got[:min(len(got), 200)])
 	}
 }
 

@@ -118,7 +118,10 @@ func (s *Server) init() {
 		s.gp = s.newGoproxy()
 		s.httpLn = newChanListener()
 		s.hs = &http.Server{
-			Handler:           abortCutBodies(s.gp),
+			Handler: abortCutBodies(s.gp),
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				return context.WithValue(ctx, connKey{}, c)
+			},
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    maxHeadBytes,
@@ -284,6 +287,15 @@ type frontConn struct {
 	closed   sync.Once
 	done     func()
 	answered bool
+}
+
+// reset makes the connection's close a reset (SO_LINGER 0) where it is a
+// TCP socket (handed over by the sandbox's bridge); a relayed connection
+// ends cleanly, the one way a Unix socket can.
+func (c *frontConn) reset() {
+	if l, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+		l.SetLinger(0)
+	}
 }
 
 func (c *frontConn) Read(p []byte) (int, error) {
