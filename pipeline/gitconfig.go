@@ -8,15 +8,22 @@ import (
 // gitStrings reads, in a git command's global options, the configuration
 // values git runs as shell commands (-c alias.x='!rm -rf ~', -c
 // core.pager=…, -c core.sshCommand=…, a filter's or a diff driver's
-// command) and a command-line alias used as the subcommand (git -c
-// alias.p=push p): deny and ask rules see them as they see sh -c's string,
-// and allow rules must cover them too. A value known only at run time
-// (--config-env, a variable) stays unread.
+// command), a command-line alias used as the subcommand (git -c
+// alias.p=push p, through chains of aliases), and the subcommand's options
+// that run commands (rebase -x, fetch --upload-pack …): deny and ask rules
+// see them as they see sh -c's string, and allow rules must cover them
+// too. Configuration known only at run time (--config-env, variables set
+// for git, an included file) makes the command Unseen.
 func (sp *splitter) gitStrings(sc SimpleCommand) {
+	if sc.UnsafeEnv {
+		sp.unseen = "git with variables set that can change its configuration or the programs it runs"
+	}
 	aliases := map[string]string{}
 	for i := 1; i < len(sc.Words); i++ {
 		w := sc.Words[i]
 		if w.Dynamic || len(w.Values) != 1 {
+			// git $(echo push): the subcommand, or an option before it.
+			sp.unseen = "git's subcommand, or an option before it, is known only when it runs"
 			return
 		}
 		a := w.Values[0]
@@ -29,22 +36,113 @@ func (sp *splitter) gitStrings(sc SimpleCommand) {
 			kv = sc.Words[i].Values[0]
 		case strings.HasPrefix(a, "-c"):
 			kv = a[2:]
+		case a == "--config-env" || strings.HasPrefix(a, "--config-env="):
+			sp.unseen = "git --config-env: a configuration value known only when it runs"
+			if a == "--config-env" {
+				i++
+			}
+			continue
 		case slices.Contains(gitGlobalArg, a):
 			i++
 			continue
 		case strings.HasPrefix(a, "-"):
 			continue
 		default: // the subcommand
-			if v, ok := aliases[strings.ToLower(a)]; ok {
-				sp.inner(sc, "git "+v+" "+quoteWords(staticValues(sc.Words[i+1:])), "git alias "+a)
-			}
+			sp.gitSubcommand(sc, aliases, i)
 			return
 		}
 		key, val, _ := strings.Cut(kv, "=")
-		if code, ok := gitShellValue(key, val); ok {
+		k := strings.ToLower(key)
+		switch code, ok := gitShellValue(key, val); {
+		case ok:
 			sp.inner(sc, code, "git -c "+key)
-		} else if k := strings.ToLower(key); strings.HasPrefix(k, "alias.") {
+		case strings.HasPrefix(k, "alias."):
 			aliases[k[len("alias."):]] = val
+		case k == "include.path" || strings.HasPrefix(k, "includeif.") || k == "core.hookspath":
+			sp.unseen = "git -c " + key + ": configuration or hooks read from a file"
+		}
+	}
+}
+
+// gitSubcommand reads the subcommand at sc.Words[i]: an alias given with
+// -c (followed through other aliases) is read as the git command it
+// stands for; otherwise its options that run commands are read.
+func (sp *splitter) gitSubcommand(sc SimpleCommand, aliases map[string]string, i int) {
+	a := sc.Words[i].Values[0]
+	v, ok := aliases[strings.ToLower(a)]
+	if !ok {
+		sp.gitRunOptions(sc, a, sc.Words[i+1:])
+		return
+	}
+	for range 16 {
+		if strings.HasPrefix(v, "!") {
+			return // shell code: read where it was defined
+		}
+		first, rest, _ := strings.Cut(strings.TrimSpace(v), " ")
+		next, chained := aliases[strings.ToLower(first)]
+		if !chained {
+			break
+		}
+		v = strings.TrimSpace(next + " " + rest)
+	}
+	sp.inner(sc, "git "+v+" "+quoteWords(staticValues(sc.Words[i+1:])), "git alias "+a)
+}
+
+// gitRunOpts are subcommands' options whose value git runs as a shell
+// command; gitAttachedOnly are those whose value is never a separate word.
+var (
+	gitRunOpts = map[string][]string{
+		"fetch": {"--upload-pack"}, "clone": {"--upload-pack", "-u"}, "ls-remote": {"--upload-pack", "-u"}, "pull": {"--upload-pack"},
+		"push": {"--receive-pack", "--exec"}, "send-pack": {"--receive-pack", "--exec"}, "archive": {"--exec"},
+		"rebase": {"--exec", "-x"}, "difftool": {"--extcmd", "-x"}, "grep": {"--open-files-in-pager", "-O"},
+		"filter-branch": {"--env-filter", "--tree-filter", "--index-filter", "--parent-filter", "--msg-filter", "--commit-filter", "--tag-name-filter"},
+	}
+	gitAttachedOnly = []string{"--open-files-in-pager", "-O"}
+)
+
+// gitRunOptions reads the commands a subcommand's arguments make git run:
+// options of gitRunOpts, submodule foreach's command, bisect run's
+// program, and ext:: transports (git runs what follows).
+func (sp *splitter) gitRunOptions(sc SimpleCommand, sub string, args []Word) {
+	vals := staticValues(args)
+	if sub == "submodule" || sub == "bisect" {
+		for j, v := range vals {
+			switch {
+			case sub == "submodule" && v == "foreach":
+				if rest := slices.DeleteFunc(slices.Clone(vals[j+1:]), func(a string) bool { return a == "--recursive" || a == "-q" || a == "--quiet" }); len(rest) > 0 {
+					sp.inner(sc, strings.Join(rest, " "), "git submodule foreach")
+				}
+				return
+			case sub == "bisect" && v == "run" && j+1 < len(vals):
+				sp.inner(sc, quoteWords(vals[j+1:]), "git bisect run")
+				return
+			}
+		}
+		return
+	}
+	opts := gitRunOpts[sub]
+	for j := 0; j < len(vals); j++ {
+		v := vals[j]
+		if v == "--" {
+			return
+		}
+		if code, ok := strings.CutPrefix(v, "ext::"); ok {
+			sp.inner(sc, code, "git ext::")
+			continue
+		}
+		for _, o := range opts {
+			switch {
+			case v == o && !slices.Contains(gitAttachedOnly, o) && j+1 < len(vals):
+				j++
+				sp.inner(sc, vals[j], "git "+sub+" "+o)
+			case strings.HasPrefix(o, "--") && strings.HasPrefix(v, o+"="):
+				sp.inner(sc, v[len(o)+1:], "git "+sub+" "+o)
+			case !strings.HasPrefix(o, "--") && len(v) > 2 && strings.HasPrefix(v, o):
+				sp.inner(sc, v[2:], "git "+sub+" "+o)
+			default:
+				continue
+			}
+			break
 		}
 	}
 }
@@ -65,7 +163,8 @@ func staticValues(words []Word) []string {
 // command (lower case, as git compares them).
 var gitCommandKeys = []string{"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor", "core.askpass", "core.gitproxy",
 	"diff.external", "sequence.editor", "gpg.program", "gpg.openpgp.program", "gpg.ssh.program", "gpg.x509.program",
-	"interactive.difffilter", "uploadpack.packobjectshook", "web.browser"}
+	"interactive.difffilter", "uploadpack.packobjectshook", "web.browser", "sendemail.sendmailcmd", "sendemail.tocmd",
+	"sendemail.cccmd", "sendemail.headercmd"}
 
 // gitShellValue returns the shell command a configuration value is, when
 // git runs it as one: an alias or a credential helper starting with "!",
@@ -88,6 +187,12 @@ func gitShellValue(key, val string) (string, bool) {
 		return "", false
 	}
 	switch sub := rest[i+1:]; sect {
+	case "remote":
+		return val, sub == "uploadpack" || sub == "receivepack"
+	case "difftool", "mergetool", "man", "browser":
+		return val, sub == "cmd" || sub == "path" && sect == "man"
+	case "sendemail":
+		return val, sub == "sendmailcmd" || sub == "tocmd" || sub == "cccmd" || sub == "headercmd"
 	case "diff":
 		return val, sub == "textconv" || sub == "command"
 	case "filter":

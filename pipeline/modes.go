@@ -40,7 +40,7 @@ var readOnlyGit = []string{"status", "log", "diff", "show", "rev-parse", "ls-fil
 // stdin, no file written, and none of the flags that make it run code or
 // write.
 func (g *Gate) isReadOnly(sc SimpleCommand) bool {
-	if len(sc.Args) == 0 || sc.Args[0] == "" || sc.ExecWrapper || sc.DynamicName || sc.UnsafeEnv || sc.FromStdin || sc.Privileged || sc.Arith {
+	if len(sc.Args) == 0 || sc.Args[0] == "" || sc.ExecWrapper || sc.DynamicName || sc.UnsafeEnv || sc.FromStdin || sc.Privileged || sc.Arith || sc.Unseen != "" {
 		return false
 	}
 	for _, rd := range sc.Redirects {
@@ -152,7 +152,11 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 		}
 		covered := sc.Text == "" || g.isReadOnly(*sc)
 		if !covered && g.needsEyes(sc) {
-			v.Trail = append(v.Trail, "no allow rule can vouch for "+sc.Text+": its program or a file it reads or writes is known only when it runs")
+			why := "its program or a file it reads or writes is known only when it runs"
+			if sc.Unseen != "" {
+				why = sc.Unseen
+			}
+			v.Trail = append(v.Trail, "no allow rule can vouch for "+sc.Text+": "+why)
 			return nil, false
 		}
 		if !covered {
@@ -193,9 +197,10 @@ func (g *Gate) allowed(call *Call, pc *ParsedCommand, v *Verdict) (*Rule, bool) 
 
 // needsEyes reports whether an allow rule must not vouch for a command:
 // its program is computed at run time, or a file it reads or writes is, or
-// it is arithmetic that can run code.
+// it is arithmetic that can run code, or it runs what no rule sees
+// (Unseen).
 func (g *Gate) needsEyes(sc *SimpleCommand) bool {
-	return sc.DynamicName || sc.Arith || g.commandPaths(sc).unknown
+	return sc.DynamicName || sc.Arith || sc.Unseen != "" || g.commandPaths(sc).unknown
 }
 
 // editAllowed reports whether writing p is approved without a prompt: an

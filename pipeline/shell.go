@@ -52,6 +52,10 @@ type SimpleCommand struct {
 	// (a prefix, env NAME=VALUE, or an earlier statement of the string):
 	// it may change what runs (PATH, LD_PRELOAD, GIT_*, BASH_ENV …).
 	UnsafeEnv bool
+	// Unseen, when set, says why what the command runs is known only when
+	// it runs (git configuration from the environment or a file, a file a
+	// shell reads first): no allow rule can vouch for it.
+	Unseen string
 	// Arith is set for [[ ]], (( )) and let with arithmetic on anything but
 	// integer literals: bash evaluates array subscripts in it, which can
 	// run commands.
@@ -119,10 +123,16 @@ func SplitCommandAt(cmd, cwd, home string) *ParsedCommand {
 	}
 	// Room for a command per separator, so the list seldom grows.
 	pc.Commands = make([]SimpleCommand, 0, min(1+separators(cmd), 32))
-	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc}
+	budget := maxStrings
+	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc, budget: &budget}
 	sp.walk(f)
 	return pc
 }
+
+// maxStrings bounds the strings read as shell code in one command (sh -c's,
+// exported functions, git's …): with brace expansion, a few bytes can make
+// a thousand such words, each holding more.
+const maxStrings = 64
 
 // separators counts the runs of ; & | and newlines in s (&& and || are
 // one each): about how many commands it holds.
@@ -147,6 +157,8 @@ type splitter struct {
 	src, home string
 	dirs      []string // where the next command may run; "" is unknown
 	tainted   bool     // an earlier statement assigned an unsafe variable
+	unseen    string   // the command being read runs what no rule sees: SimpleCommand.Unseen
+	budget    *int     // strings left to read as shell code (maxStrings), shared
 	depth     int      // sh -c nesting
 	pc        *ParsedCommand
 	// words and firsts are blocks the commands' word slices are cut from.

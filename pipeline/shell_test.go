@@ -100,7 +100,7 @@ func reservedWord(cmd string) bool {
 // FuzzSplitCommand: the splitter never panics, and on plain command lists
 // never returns fewer commands than bash would run.
 func FuzzSplitCommand(f *testing.F) {
-	for _, s := range []string{"ls && rm -rf /", "echo $(a; b) `c`", "for i in 1; do x; done", "a |& b", "f(){ g; }", "x <(y) >(z)", "npm test &&", "a && b || c ; d | e", "bash <<< 'rm x'", "sh -s <<EOF\nrm x\nEOF\n", "git -c alias.x='!rm x' -c alias.p=push p"} {
+	for _, s := range []string{"ls && rm -rf /", "echo $(a; b) `c`", "for i in 1; do x; done", "a |& b", "f(){ g; }", "x <(y) >(z)", "npm test &&", "a && b || c ; d | e", "bash <<< 'rm x'", "sh -s <<EOF\nrm x\nEOF\n", "git -c alias.x='!rm x' -c alias.p=push p", "env BASH_FUNC_a%%={'() { x; }',y}{1,2} git -c alias.a=b rebase -x 'rm x' a"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {

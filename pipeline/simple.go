@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -141,6 +142,13 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		sc.AllowText = src(sp.src, ce)
 	}
 	for _, a := range ce.Assigns {
+		if a.Name != nil && a.Value != nil {
+			if w := expandWord(a.Value, sp.home, sp.dir()); !w.Dynamic && len(w.Values) == 1 {
+				sp.envCode(sc, a.Name.Value, w.Values[0])
+			}
+		}
+	}
+	for _, a := range ce.Assigns {
 		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
 			sc.UnsafeEnv = true
 			if len(wargs) > 0 && start == 0 {
@@ -159,7 +167,20 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		})
 		sp.shellString(sc, rs)
 	}
+	sc.Unseen, sp.unseen = sp.unseen, ""
 	return sc
+}
+
+// envCode reads an assignment that bash runs as code: an exported
+// function (BASH_FUNC_f%%='() { rm x; }') is read as its definition is;
+// BASH_ENV and ENV name a file a shell reads first, which no rule sees.
+func (sp *splitter) envCode(sc SimpleCommand, name, val string) {
+	switch {
+	case strings.HasPrefix(name, "BASH_FUNC_") && strings.HasPrefix(val, "()"):
+		sp.inner(sc, "f"+val, "an exported function")
+	case name == "BASH_ENV" || name == "ENV":
+		sp.unseen = name + " names a file the shell reads first"
+	}
 }
 
 // stripWrappers skips wrappers (timeout 30 npm test → npm test) and
@@ -179,8 +200,12 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 		n := 1 + wr.skip(first[start+1:])
 		if wr.env {
 			for start+n < len(first) && strings.Contains(first[start+n], "=") {
-				if k, _, _ := strings.Cut(first[start+n], "="); !slices.Contains(safeEnvVars, k) {
+				k, v, _ := strings.Cut(first[start+n], "=")
+				if !slices.Contains(safeEnvVars, k) {
 					sc.UnsafeEnv = true
+				}
+				if !words[start+n].Dynamic {
+					sp.envCode(*sc, k, v)
 				}
 				n++
 			}
@@ -276,6 +301,10 @@ func (sp *splitter) wordSlices(n int) ([]Word, []string) {
 // commands of their own, so every rule and check sees them.
 func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 	name, _ := progName(sc.Args[0])
+	if name == "git" {
+		sp.gitStrings(sc) // at any depth: inner refuses what is too deep
+		return
+	}
 	if sp.depth > 4 {
 		if name == "trap" || name == "eval" || name == "env" || slices.Contains(shells, name) {
 			// Deeper strings are not read: no rule may vouch for them,
@@ -307,10 +336,6 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 		if code, ok := splitString(sc.Words[1:]); ok {
 			sp.inner(sc, code, "env -S")
 		}
-		return
-	}
-	if name == "git" {
-		sp.gitStrings(sc)
 		return
 	}
 	if !slices.Contains(shells, name) {
@@ -357,6 +382,10 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 				sp.inner(sc, a, name+" -c")
 			case withS:
 				sp.stdinScript(sc, rs, name) // the operands are $1 …
+			case a == "/dev/stdin" || a == "/proc/self/fd/0":
+				sp.fdScript(sc, rs, name, "0")
+			case strings.HasPrefix(a, "/dev/fd/") || strings.HasPrefix(a, "/proc/self/fd/"):
+				sp.fdScript(sc, rs, name, a[strings.LastIndexByte(a, '/')+1:])
 			}
 			return // else a script file: not a string we can read
 		}
@@ -371,10 +400,16 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 // content (bash <<< 'rm -rf x', sh <<'EOF'): deny and ask rules see them as
 // they see sh -c's string. Input from a file or a pipe is not read.
 func (sp *splitter) stdinScript(sc SimpleCommand, rs []*syntax.Redirect, name string) {
+	sp.fdScript(sc, rs, name, "0")
+}
+
+// fdScript is stdinScript for the script a shell reads from descriptor fd
+// (bash /dev/stdin, bash 3<<< 'rm x' /dev/fd/3).
+func (sp *splitter) fdScript(sc SimpleCommand, rs []*syntax.Redirect, name, fd string) {
 	var in *syntax.Redirect
 	for _, r := range rs {
-		if r.N == nil && (r.Op == syntax.RdrIn || r.Op == syntax.RdrInOut || r.Op == syntax.DplIn || r.Op == syntax.Hdoc ||
-			r.Op == syntax.DashHdoc || r.Op == syntax.WordHdoc) || r.N != nil && r.N.Value == "0" {
+		if r.N == nil && fd == "0" && (r.Op == syntax.RdrIn || r.Op == syntax.RdrInOut || r.Op == syntax.DplIn || r.Op == syntax.Hdoc ||
+			r.Op == syntax.DashHdoc || r.Op == syntax.WordHdoc) || r.N != nil && r.N.Value == fd {
 			in = r // the last one wins
 		}
 	}
@@ -510,7 +545,14 @@ func quoteWords(words []string) string {
 
 // inner adds the commands of a string that sc runs as shell code.
 func (sp *splitter) inner(sc SimpleCommand, code, what string) {
-	sub := &splitter{src: code, home: sp.home, dirs: sp.dirs, tainted: sp.tainted || sc.UnsafeEnv, depth: sp.depth + 1, pc: &ParsedCommand{}}
+	if sp.depth > 4 || *sp.budget <= 0 {
+		// Not read: no rule may vouch for it, and deny and ask rules
+		// cannot be shown to miss it.
+		sp.pc.Unparseable, sp.pc.Reason = true, fmt.Sprintf("shell code nested more than 5 levels deep, or more than %d strings of shell code", maxStrings)
+		return
+	}
+	*sp.budget--
+	sub := &splitter{src: code, home: sp.home, dirs: sp.dirs, tainted: sp.tainted || sc.UnsafeEnv, depth: sp.depth + 1, pc: &ParsedCommand{}, budget: sp.budget}
 	p := parsers.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(code), "")
 	parsers.Put(p)
