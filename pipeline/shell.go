@@ -123,8 +123,8 @@ func SplitCommandAt(cmd, cwd, home string) *ParsedCommand {
 	}
 	// Room for a command per separator, so the list seldom grows.
 	pc.Commands = make([]SimpleCommand, 0, min(1+separators(cmd), 32))
-	budget := maxStrings
-	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc, budget: &budget}
+	sp := &splitter{src: cmd, home: home, dirs: []string{cwd}, pc: pc, budget: maxStrings}
+	sp.root = sp
 	sp.walk(f)
 	return pc
 }
@@ -155,11 +155,12 @@ func separators(s string) int {
 // splitter walks one parsed string in source order.
 type splitter struct {
 	src, home string
-	dirs      []string // where the next command may run; "" is unknown
-	tainted   bool     // an earlier statement assigned an unsafe variable
-	unseen    string   // the command being read runs what no rule sees: SimpleCommand.Unseen
-	budget    *int     // strings left to read as shell code (maxStrings), shared
-	depth     int      // sh -c nesting
+	dirs      []string  // where the next command may run; "" is unknown
+	tainted   bool      // an earlier statement assigned an unsafe variable
+	unseen    string    // the command being read runs what no rule sees: SimpleCommand.Unseen
+	root      *splitter // the outermost splitter, whose budget the nested ones share
+	budget    int       // in root: strings left to read as shell code (maxStrings)
+	depth     int       // sh -c nesting
 	pc        *ParsedCommand
 	// words and firsts are blocks the commands' word slices are cut from.
 	words  []Word

@@ -545,14 +545,14 @@ func quoteWords(words []string) string {
 
 // inner adds the commands of a string that sc runs as shell code.
 func (sp *splitter) inner(sc SimpleCommand, code, what string) {
-	if sp.depth > 4 || *sp.budget <= 0 {
+	if sp.depth > 4 || sp.root.budget <= 0 {
 		// Not read: no rule may vouch for it, and deny and ask rules
 		// cannot be shown to miss it.
 		sp.pc.Unparseable, sp.pc.Reason = true, fmt.Sprintf("shell code nested more than 5 levels deep, or more than %d strings of shell code", maxStrings)
 		return
 	}
-	*sp.budget--
-	sub := &splitter{src: code, home: sp.home, dirs: sp.dirs, tainted: sp.tainted || sc.UnsafeEnv, depth: sp.depth + 1, pc: &ParsedCommand{}, budget: sp.budget}
+	sp.root.budget--
+	sub := &splitter{src: code, home: sp.home, dirs: sp.dirs, tainted: sp.tainted || sc.UnsafeEnv, depth: sp.depth + 1, pc: &ParsedCommand{}, root: sp.root}
 	p := parsers.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(code), "")
 	parsers.Put(p)
