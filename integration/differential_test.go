@@ -27,8 +27,8 @@ var stubbed = []string{"git", "rm", "cat", "ls", "curl", "npm", "make", "touch",
 // sandbox (nothing of it applied, no network), every program name it
 // executes logged, and checks that the gate saw every one of them as a
 // command, unless the gate could not read the command at all, or a
-// program name is computed (or evaluated in arithmetic): no rule may then
-// allow it. Seeds: the bypass corpus and more; go test runs them, go test
+// program name is computed (or evaluated in arithmetic), or what runs is
+// otherwise unseen (SimpleCommand.Unseen): no rule may then allow it. Seeds: the bypass corpus and more; go test runs them, go test
 // -fuzz explores.
 func FuzzGateSeesWhatBashRuns(f *testing.F) {
 	for _, s := range differentialSeeds(f) {
@@ -67,7 +67,7 @@ func FuzzGateSeesWhatBashRuns(f *testing.F) {
 			for _, w := range sc.Wrappers {
 				seen[w] = true
 			}
-			dynamicName = dynamicName || sc.DynamicName || sc.Arith
+			dynamicName = dynamicName || sc.DynamicName || sc.Arith || sc.Unseen != ""
 		}
 		for _, name := range ranByBash(t, e, cmd) {
 			if !seen[name] && !dynamicName {

@@ -320,6 +320,10 @@ func (g *Gate) decideRules(ctx context.Context, call *Call, pre *hookOutcome, v 
 		trail("ask rule %s matches a path of the call", r.Raw)
 		return DecisionAsk, "rule " + r.Raw + " asks for approval", "", r
 	}
+	if r := g.stdinRuleHit(call, pc); r != nil {
+		trail("%s rule %s could match once xargs adds the words of its input", r.Behavior, r.Raw)
+		return DecisionAsk, "rule " + r.Raw + " could match the command once xargs adds the words of its input; it needs approval", "", r
+	}
 	// 4. Safety checks no allow rule or hook allow can pass.
 	if pc != nil {
 		if why := g.criticalRemove(pc); why != "" {
@@ -665,6 +669,41 @@ func (g *Gate) pathRuleHit(b Behavior, call *Call, pc *ParsedCommand) *Rule {
 		}
 	}
 	return nil
+}
+
+// stdinRuleHit finds a Bash deny or ask rule that a command taking more
+// words from its input could match once they are added: xargs git, with
+// Bash(git push:*) denied, runs git push when its input says push.
+func (g *Gate) stdinRuleHit(call *Call, pc *ParsedCommand) *Rule {
+	if call.Tool != "Bash" || pc == nil {
+		return nil
+	}
+	for _, sc := range pc.Commands {
+		if !sc.FromStdin || sc.Norm == "" {
+			continue
+		}
+		// xargs env, xargs sudo, xargs bash -c: the program or the code
+		// itself comes from the input.
+		program := stdinProgram(&sc)
+		for _, r := range g.rules {
+			if (r.Behavior == BehaviorDeny || r.Behavior == BehaviorAsk) && r.bashRe != nil && (program || strings.HasPrefix(r.bashPrefix, sc.Norm+" ")) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// stdinProgram reports whether a command given more words by xargs takes
+// its program or its code from them: a wrapper with nothing to run, eval,
+// or a shell with no operand.
+func stdinProgram(sc *SimpleCommand) bool {
+	name, _ := progName(sc.Args[0])
+	_, wrapper := wrappers[name]
+	if wrapper || name == "eval" {
+		return true
+	}
+	return slices.Contains(shells, name) && !slices.ContainsFunc(sc.Args[1:], func(a string) bool { return !strings.HasPrefix(a, "-") })
 }
 
 // split parses a Bash command as it runs in the gate's working directory.

@@ -168,6 +168,9 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		sp.shellString(sc, rs)
 	}
 	sc.Unseen, sp.unseen = sp.unseen, ""
+	if sc.FromStdin && len(sc.Args) > 0 && stdinProgram(&sc) {
+		sc.Unseen = "xargs gives it, from its input, the program or the code it runs"
+	}
 	return sc
 }
 
