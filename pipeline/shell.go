@@ -200,6 +200,11 @@ func (sp *splitter) stmt(n *syntax.Stmt) {
 		// files; a bare redirection (> f) too.
 		if len(n.Redirs) > 0 {
 			sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Redirects: sp.redirects(n.Redirs), Dirs: sp.dirs})
+			if n.Cmd != nil && runsShell(n.Cmd) {
+				// { bash; } <<< 'rm x': a shell inside reads the
+				// compound's here-string as its script.
+				sp.stdinScript(SimpleCommand{UnsafeEnv: sp.tainted}, n.Redirs, "a compound command")
+			}
 		}
 		return
 	}
@@ -218,6 +223,21 @@ func (sp *splitter) stmt(n *syntax.Stmt) {
 	sc := sp.simple(ce, n.Redirs)
 	sp.pc.Commands = append(sp.pc.Commands, sc)
 	sp.follow(sc)
+}
+
+// runsShell reports whether a shell is among the commands of n.
+func runsShell(n syntax.Node) bool {
+	found := false
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			if v, ok := plainWord(ce.Args[0]); ok {
+				name, _ := progName(v)
+				found = found || slices.Contains(shells, name)
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // pieces cuts an unparseable string at every separator bash knows, so deny
