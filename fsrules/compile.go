@@ -82,14 +82,17 @@ type Path struct {
 	Origin string `json:"origin"`
 }
 
-// Named is a denyRead or denyWrite path as its rule names it. The rule
-// protects what the path resolves to when sbx starts, so the way it
-// resolves must not change from a sandbox: [Policy.Check] refuses a
-// symbolic link made at any entry the path is resolved through, and any
-// change to one that is a link now (re-pointed, removed or replaced, it
-// would move the protection, or, left dangling, stop every later run).
+// Named is a path of a filesystem rule (denyRead, denyWrite, allowRead,
+// allowWrite) as the rule names it, or a home persistence path reached
+// through a link. The rule applies to what the path resolves to when sbx
+// starts, so the way it resolves must not change from a sandbox:
+// [Policy.Check] refuses a symbolic link made at any entry the path is
+// resolved through, any change to one that is a link now (re-pointed,
+// removed or replaced, it would move what the rule covers, or, left
+// dangling, stop every later run), and a file where a directory on the
+// way must be (every later run would stop).
 type Named struct {
-	List   string `json:"list"` // denyRead, denyWrite or home
+	List   string `json:"list"` // denyRead, denyWrite, allowRead, allowWrite or home
 	Path   string `json:"path"` // absolute, as written
 	Origin string `json:"origin"`
 	// Entries are the host paths of the entries Path is resolved through
@@ -119,7 +122,7 @@ type Policy struct {
 	AllowRead      []Path `json:"allowRead,omitempty"`
 	// Self are sbx's own files and directories: see [Input.Self].
 	Self []Path `json:"self,omitempty"`
-	// Named are the denyRead and denyWrite paths as their rules name them,
+	// Named are the paths of the filesystem rules as the rules name them,
 	// and the home's persistence paths reached through a link, for the
 	// entries inside writable roots that each is resolved through: see
 	// [Named].
@@ -287,9 +290,7 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			if err != nil {
 				return nil, &PatternError{Rule: r, Msg: err.Error()}
 			}
-			if strings.HasPrefix(list, "deny") {
-				c.pol.Named = append(c.pol.Named, c.named(p, r.Origin, list))
-			}
+			c.pol.Named = append(c.pol.Named, c.named(p, r.Origin, list))
 			cp := Path{Path: rp, Exists: exists, Origin: r.Origin}
 			if exists {
 				if fi, err := c.host.lstat(rp); err == nil {
@@ -555,11 +556,13 @@ func (c *compiler) homeLinks() ([]Path, []Named) {
 		named = append(named, c.named(hp, "~/"+h+" runs code or lets someone in; allowWrite ~/"+h+" exactly to let it change", "home"))
 		t, exists, err := c.resolve(hp)
 		reached := slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(t, w.Path) || Within(w.Path, t) })
-		if err != nil || !exists || !reached || slices.ContainsFunc(pol.Writable, func(w Path) bool { return w.Path == t }) {
+		if err != nil || !reached || slices.ContainsFunc(pol.Writable, func(w Path) bool { return w.Path == t }) {
 			continue
 		}
+		// A target that does not exist yet (~/.config a link into the
+		// workspace, no systemd/user in it) is protected all the same.
 		fi, _ := c.host.lstat(t)
-		out = append(out, Path{Path: t, Exists: true, Dir: fi != nil && fi.IsDir(),
+		out = append(out, Path{Path: t, Exists: exists, Dir: !exists || fi != nil && fi.IsDir(),
 			Origin: "~/" + h + " is a link to it: it runs code or lets someone in; allowWrite ~/" + h + " exactly to let it change"})
 	}
 	return dedupe(out), named

@@ -142,20 +142,23 @@ func (p *Policy) Check(c *Change) *Refusal {
 	return nil
 }
 
-// checkNamed refuses a change that would alter how a deny path resolves:
-// a link made at an entry it is resolved through, or a change to an entry
-// that is a link now.
+// checkNamed refuses a change that would alter how a rule's path resolves
+// (see [Named]): a link made at an entry it is resolved through, a change
+// to an entry that is a link now, or a file where it needs a directory.
 func (p *Policy) checkNamed(c *Change) *Refusal {
 	for _, n := range p.Named {
-		if !slices.Contains(n.Entries, c.Path) {
+		i := slices.Index(n.Entries, c.Path)
+		if i < 0 {
 			continue
 		}
 		why := ""
 		switch {
 		case slices.Contains(n.Links, c.Path):
-			why = "; it is a symbolic link that the rule is resolved through: changed, it would move what the rule protects"
+			why = "; it is a symbolic link that the rule is resolved through: changed, it would move what the rule covers"
 		case c.Link && c.Kind != Delete:
-			why = "; a symbolic link there would move what the rule protects (or, dangling, stop every later run)"
+			why = "; a symbolic link there would move what the rule covers (or, dangling, stop every later run)"
+		case c.NonDir && c.Kind != Delete && i < len(n.Entries)-1:
+			why = "; the rule's path goes through a directory there: a file in its place would stop every later run"
 		default:
 			continue
 		}

@@ -475,3 +475,65 @@ func TestLinkChainsKeepTheirTarget(t *testing.T) {
 		}
 	}
 }
+
+// The way every rule's path resolves is kept, not only deny paths': an
+// allowRead or allowWrite link re-pointed (or made at a path that does not
+// exist yet) would open a denied secret or a directory outside the roots
+// to the next run; a file where a deny path needs a directory would stop
+// every later run; and a home persistence path that does not exist yet
+// under a linked directory (~/.config -> ws/cfg, no systemd/user in it) is
+// protected at the target it would have.
+func TestRulePathsKeepTheirWay(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	home := filepath.Join(root, "home")
+	ws := filepath.Join(root, "ws")
+	for _, d := range []string{"ws/v1/real/secret", "ws/v1/real/pub", "ws/pubdir", "t1", "home"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"ws/plink": "v1/real/pub", "ws/out": "../t1", "home/.config": "../ws/cfg"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(ws, "cfg"), 0o755)
+	pol, err := Compile(Input{Workspace: ws, DenyRead: rules(ws, "./v1/real/secret", "./secrets/prod.key"),
+		AllowRead: rules(ws, "./pubdir", "./plink", "./later"), AllowWrite: rules(ws, "./out", "./missing")}, Host{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	tests := []struct {
+		c    Change
+		rule string
+	}{
+		{Change{Path: at("pubdir"), Kind: Create, Link: true}, "allowRead"}, // a directory turned into a link to the secret
+		{Change{Path: at("plink"), Kind: Modify, Link: true}, "allowRead"},  // re-pointed
+		{Change{Path: at("later"), Kind: Create, Link: true}, "allowRead"},  // made where the rule names nothing yet
+		{Change{Path: at("out"), Kind: Modify, Link: true}, "allowWrite"},   // the root moved elsewhere
+		{Change{Path: at("missing"), Kind: Create, Link: true}, "allowWrite"},
+		{Change{Path: at("secrets"), Kind: Create, NonDir: true}, "denyRead"}, // a file where a directory must be
+		{Change{Path: at("secrets"), Kind: Create, Dir: true}, ""},
+		{Change{Path: at("secrets/prod.key"), Kind: Create, NonDir: true}, ""}, // the rule hides it next run
+		{Change{Path: at("cfg/systemd/user/x.service"), Kind: Create, NonDir: true}, "home"},
+		{Change{Path: at("cfg/git/config"), Kind: Create, NonDir: true}, "home"},
+		{Change{Path: at("cfg/other"), Kind: Create, NonDir: true}, ""},
+		{Change{Path: at("pubdir/x"), Kind: Create, NonDir: true}, ""},
+		{Change{Path: at("later"), Kind: Create, Dir: true}, ""},
+	}
+	for _, tt := range tests {
+		tt.c.Root = ws
+		r := pol.Check(&tt.c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
+		}
+	}
+}

@@ -556,3 +556,45 @@ rm dot/cur; mkdir dot/v2; echo evil > dot/v2/profile; ln -s v2 dot/cur; echo don
 	}
 	assertContent(t, e.path("real2/file"), "orig")
 }
+
+// allowRead and allowWrite paths keep their way too: a run that turns an
+// allowRead directory into a link to a denied secret, or re-points an
+// allowWrite link, is refused, and the next run neither reads the secret
+// nor writes outside; a file where a deny path needs a directory is
+// refused (the next run starts); a persistence path that does not exist
+// yet under a linked home directory stays unwritten.
+func TestRulePathsCannotBeMoved(t *testing.T) {
+	e := newEnv(t)
+	e.write("v1/real/secret/key", "TOPSECRET-WAY")
+	e.mkdir("pubdir")
+	e.mkdir("cfg")
+	outside := t.TempDir()
+	for _, d := range []string{"t1", "t2"} {
+		os.MkdirAll(filepath.Join(outside, d), 0o755)
+	}
+	for link, target := range map[string]string{e.path("out"): filepath.Join(outside, "t1"), filepath.Join(e.home, ".config"): e.path("cfg")} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := []string{"--deny-read", "./v1/real/secret", "--deny-read", "./secrets/prod.key", "--allow-read", "./pubdir", "--allow-write", "./out"}
+	r := e.sh(`rmdir pubdir; ln -s v1/real/secret pubdir; rm out; ln -s `+filepath.Join(outside, "t2")+` out; echo x > secrets
+mkdir -p cfg/systemd/user cfg/git; echo evil > cfg/systemd/user/x.service; echo evil > cfg/git/config; echo done`, flags...)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	// cfg/systemd and cfg/git are refused where they are made.
+	for p, rule := range map[string]string{"pubdir": "allowRead", "out": "allowWrite", "secrets": "denyRead", "cfg/systemd": "home", "cfg/git": "home"} {
+		if !strings.Contains(r.stderr, e.path(p)+" ("+rule) {
+			t.Errorf("the change of %s was not refused (%s): %s", p, rule, r.stderr)
+		}
+	}
+	assertAbsent(t, e.path("cfg/systemd/user/x.service"))
+	assertAbsent(t, e.path("cfg/git/config"))
+	r = e.sh(`cat pubdir/key v1/real/secret/key; echo evil > out/f; echo started`, flags...)
+	if strings.Contains(r.stdout, "TOPSECRET") || !strings.Contains(r.stdout, "started") {
+		t.Errorf("next run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	assertAbsent(t, filepath.Join(outside, "t2", "f"))
+	assertContent(t, filepath.Join(outside, "t1", "f"), "evil\n")
+}
