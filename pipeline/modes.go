@@ -58,7 +58,10 @@ func (g *Gate) isReadOnly(sc SimpleCommand) bool {
 	}
 	if bad, ok := dangerousFlags[name]; ok && slices.ContainsFunc(args, func(a string) bool {
 		return slices.ContainsFunc(bad, func(f string) bool {
-			return a == f || strings.HasPrefix(a, f+"=") || (len(f) == 2 && f[0] == '-' && strings.HasPrefix(a, f) && !strings.HasPrefix(a, "--"))
+			// A long option may be abbreviated (getopt_long, git's parser).
+			long, _, _ := strings.Cut(a, "=")
+			return a == f || strings.HasPrefix(a, f+"=") || (len(f) == 2 && f[0] == '-' && strings.HasPrefix(a, f) && !strings.HasPrefix(a, "--")) ||
+				strings.HasPrefix(f, "--") && strings.HasPrefix(long, "--") && len(long) >= 4 && strings.HasPrefix(f, long)
 		})
 	}) {
 		return false

@@ -158,6 +158,7 @@ type splitter struct {
 	dirs      []string  // where the next command may run; "" is unknown
 	tainted   bool      // an earlier statement assigned an unsafe variable
 	unseen    string    // the command being read runs what no rule sees: SimpleCommand.Unseen
+	envNames  []string  // the variables set for the command being read (prefix, env NAME=VALUE)
 	root      *splitter // the outermost splitter, whose budget the nested ones share
 	budget    int       // in root: strings left to read as shell code (maxStrings)
 	depth     int       // sh -c nesting

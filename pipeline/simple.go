@@ -123,6 +123,12 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		}
 	}
 	tainted := sc.UnsafeEnv
+	sp.envNames = sp.envNames[:0]
+	for _, a := range ce.Assigns {
+		if a.Name != nil {
+			sp.envNames = append(sp.envNames, a.Name.Value)
+		}
+	}
 	start := sp.stripWrappers(&sc, words, first)
 	// env NAME=VALUE with a name off the safe list: allow rules see the
 	// command with its wrappers, as they see a leading assignment.
@@ -207,6 +213,7 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 				if !slices.Contains(safeEnvVars, k) {
 					sc.UnsafeEnv = true
 				}
+				sp.envNames = append(sp.envNames, k)
 				if !words[start+n].Dynamic {
 					sp.envCode(*sc, k, v)
 				}
