@@ -186,8 +186,16 @@ func (sp *splitter) walk(f syntax.Node) {
 			sp.pc.Commands = append(sp.pc.Commands, sc)
 		case *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
 			if codeInArith(n) {
-				t := src(sp.src, n)
-				sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Text: t, Norm: t, AllowText: t, Args: []string{""}, Arith: true, Dirs: sp.dirs})
+				sp.arith(n)
+			}
+		case *syntax.ArithmExp, *syntax.CStyleLoop:
+			// $(( )), $[ ], for (( )): evaluated as (( )) is.
+			if arithCode(n) {
+				sp.arith(n)
+			}
+		case *syntax.ParamExp:
+			if paramRunsCode(n) {
+				sp.arith(n)
 			}
 		}
 		return true
@@ -314,19 +322,67 @@ func codeInArith(n syntax.Node) bool {
 		})
 		return found
 	case *syntax.ArithmCmd, *syntax.LetClause:
-		found := false
-		syntax.Walk(n, func(m syntax.Node) bool {
-			switch m := m.(type) {
-			case *syntax.ParamExp, *syntax.CmdSubst, *syntax.SglQuoted, *syntax.DblQuoted:
-				found = true
-			case *syntax.Lit:
-				found = found || strings.IndexFunc(m.Value, func(r rune) bool { return r != '_' && !(r >= '0' && r <= '9') }) >= 0 && !isNumber(m.Value)
-			}
-			return !found
-		})
-		return found
+		return arithCode(n)
 	}
 	return false
+}
+
+// arith adds n as a command of its own that evaluates code (Arith): no
+// rule may vouch for it.
+func (sp *splitter) arith(n syntax.Node) {
+	t := src(sp.src, n)
+	sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Text: t, Norm: t, AllowText: t, Args: []string{""}, Arith: true, Dirs: sp.dirs})
+}
+
+// arithCode reports whether arithmetic holds anything but integer
+// literals: a name or a string there is evaluated as an expression, and
+// an array subscript in it runs command substitutions ('a[$(rm x)]').
+func arithCode(n syntax.Node) bool {
+	found := false
+	syntax.Walk(n, func(m syntax.Node) bool {
+		switch m := m.(type) {
+		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.SglQuoted, *syntax.DblQuoted:
+			found = true
+		case *syntax.Lit:
+			found = found || strings.IndexFunc(m.Value, func(r rune) bool { return r != '_' && !(r >= '0' && r <= '9') }) >= 0 && !isNumber(m.Value)
+		}
+		return !found
+	})
+	return found
+}
+
+// paramRunsCode reports whether a parameter expansion evaluates code: a
+// subscript or a slice that is not an integer literal (${a[i]}, ${s:i}),
+// an indirect expansion (${!x}, x naming a[$(…)]), or prompt expansion
+// (${x@P} runs the substitutions in x's value).
+func paramRunsCode(p *syntax.ParamExp) bool {
+	if p.Exp != nil && p.Exp.Op == syntax.OtherParamOps {
+		if p.Exp.Word == nil {
+			return true
+		}
+		if v, ok := plainWord(p.Exp.Word); !ok || strings.Contains(v, "P") {
+			return true
+		}
+	}
+	whole := false // a[@], a[*]
+	if w, ok := p.Index.(*syntax.Word); ok {
+		v, plain := plainWord(w)
+		if len(w.Parts) == 1 {
+			if l, ok := w.Parts[0].(*syntax.Lit); ok {
+				v, plain = l.Value, true // plainWord refuses the glob *
+			}
+		}
+		whole = plain && (v == "@" || v == "*")
+		if !whole && !(plain && isNumber(v)) {
+			return true
+		}
+	} else if p.Index != nil && arithCode(p.Index) {
+		return true
+	}
+	if p.Excl && p.Names == 0 && !whole {
+		return true
+	}
+	return p.Slice != nil && (p.Slice.Offset != nil && arithCode(p.Slice.Offset) || p.Slice.Length != nil && arithCode(p.Slice.Length))
 }
 
 func intLiteral(n syntax.Node) bool {
