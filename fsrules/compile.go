@@ -34,6 +34,9 @@ type Rule struct {
 	Pattern string
 	BaseDir string // anchors relative patterns
 	Origin  string // where it came from, e.g. "/etc/sbx/managed-settings.json:3:5"
+	// Shallow, for a Self directory, skips looking for links inside it
+	// (sbx's state directory: nothing in it is read as settings).
+	Shallow bool
 }
 
 // Input is what [Compile] works from.
@@ -274,7 +277,7 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			// A deny rule naming a path whose name holds wildcard
 			// characters (secret[1].txt) denies that path too: literal
 			// first, then what the pattern matches.
-			if _, err := c.host.lstat(abs); err == nil && strings.HasPrefix(list, "deny") && !slices.Contains(paths, abs) {
+			if _, err := c.lstat(abs); err == nil && strings.HasPrefix(list, "deny") && !slices.Contains(paths, abs) {
 				paths = append(paths, abs)
 			}
 			slices.Sort(paths)
@@ -293,7 +296,7 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 			c.pol.Named = append(c.pol.Named, c.named(p, r.Origin, list))
 			cp := Path{Path: rp, Exists: exists, Origin: r.Origin}
 			if exists {
-				if fi, err := c.host.lstat(rp); err == nil {
+				if fi, err := c.lstat(rp); err == nil {
 					cp.Dir = fi.IsDir()
 				}
 			}
@@ -312,20 +315,62 @@ func (c *compiler) compileSelf(rules []Rule) []Path {
 		if err != nil {
 			continue
 		}
+		// A settings file or directory that is a link (dotfiles): its
+		// way, and the target, which may not exist yet.
+		c.pol.Named = append(c.pol.Named, c.named(abs, r.Origin, "sbx"))
 		p := Path{Path: abs, Origin: r.Origin}
-		if rp, exists, err := c.resolve(abs); err == nil {
-			p.Path, p.Exists = rp, exists
+		if _, _, t := c.walkPath(abs); t != "" {
+			p.Path = t
 		}
+		fi, err := c.lstat(p.Path)
+		p.Exists = err == nil
 		out = append(out, p)
+		if err != nil || !fi.IsDir() || r.Shallow {
+			continue
+		}
+		// Links inside it (~/.claude/settings.json -> dotfiles/…).
+		targets, complete := c.linksBelow(p.Path, selfBulk)
+		if !complete {
+			c.warnf("%s holds more than %d entries: links deeper in it are not checked", p.Path, maxLinkScan)
+		}
+		for _, t := range targets {
+			out = append(out, Path{Path: t, Origin: r.Origin + " (a link in " + p.Path + " ends at it)"})
+		}
 	}
 	return dedupe(out)
 }
 
+// selfBulk are the directories of Claude Code's that hold its data
+// (transcripts, snapshots), not what it reads as settings or code: not
+// listed for links.
+var selfBulk = []string{"projects", "todos", "shell-snapshots", "statsig", "logs", "file-history", "session-env", "debug", "ide"}
+
 type compiler struct {
 	host Host
 	pol  *Policy
-	// memo holds the paths resolved so far in this compile.
-	memo map[string]resolved
+	// memo holds the paths resolved so far in this compile, lstats the
+	// entries looked at by walkPath.
+	memo   map[string]resolved
+	lstats map[string]lstatResult
+}
+
+type lstatResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+// lstat is Host.lstat, remembered for the rest of the compile (the deny
+// paths share their directories).
+func (c *compiler) lstat(p string) (fs.FileInfo, error) {
+	if r, ok := c.lstats[p]; ok {
+		return r.fi, r.err
+	}
+	fi, err := c.host.lstat(p)
+	if c.lstats == nil {
+		c.lstats = map[string]lstatResult{}
+	}
+	c.lstats[p] = lstatResult{fi, err}
+	return fi, err
 }
 
 type resolved struct {
@@ -365,7 +410,7 @@ func (c *compiler) resolveOnce(p string) (string, bool, error) {
 	if !dirExists {
 		return joined, false, nil
 	}
-	fi, err := c.host.lstat(joined)
+	fi, err := c.lstat(joined)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return joined, false, nil
@@ -487,8 +532,17 @@ func Compile(in Input, host Host) (*Policy, error) {
 // Links are the entries that are symbolic links now.
 func (c *compiler) named(p, origin, list string) Named {
 	n := Named{List: list, Path: p, Origin: origin}
+	n.Entries, n.Links, _ = c.walkPath(p)
+	return n
+}
+
+// walkPath resolves p as the kernel does, entry by entry (see named), and
+// returns the entries, the links among them and the path p ends at, which
+// may not exist ("" when a link cannot be followed).
+func (c *compiler) walkPath(p string) (entries, links []string, final string) {
 	todo := strings.Split(p, "/")
 	cur := "/"
+	gone := false // cur does not exist: nothing below it does
 	for hops := 0; len(todo) > 0; {
 		name := todo[0]
 		todo = todo[1:]
@@ -496,31 +550,76 @@ func (c *compiler) named(p, origin, list string) Named {
 		case "", ".":
 			continue
 		case "..":
-			cur = filepath.Dir(cur)
+			cur, gone = filepath.Dir(cur), false
 			continue
 		}
 		next := filepath.Join(cur, name)
-		if !slices.Contains(n.Entries, next) {
-			n.Entries = append(n.Entries, next)
+		if !slices.Contains(entries, next) {
+			entries = append(entries, next)
 		}
-		fi, err := c.host.lstat(next)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		if gone {
 			cur = next
 			continue
 		}
-		if !slices.Contains(n.Links, next) {
-			n.Links = append(n.Links, next)
+		fi, err := c.lstat(next)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			cur, gone = next, err != nil
+			continue
+		}
+		if !slices.Contains(links, next) {
+			links = append(links, next)
 		}
 		target, err := c.host.readlink(next)
 		if hops++; err != nil || hops > 40 {
-			return n // a link that cannot be followed: p itself failed to compile
+			return entries, links, "" // a link that cannot be followed
 		}
 		if filepath.IsAbs(target) {
 			cur = "/"
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}
-	return n
+	return entries, links, cur
+}
+
+// maxLinkScan bounds the entries listed below one directory when looking
+// for links in it, and maxLinkDepth how deep (~/.config/systemd/user/x
+// is one directory below ~/.config/systemd).
+const (
+	maxLinkScan  = 2000
+	maxLinkDepth = 2
+)
+
+// linksBelow returns the paths the symbolic links in dir's tree end at
+// (the tree is not followed through them), skipping the subdirectories
+// named in skip; complete is false when more than maxLinkScan entries
+// were left unlisted.
+func (c *compiler) linksBelow(dir string, skip []string) (targets []string, complete bool) {
+	budget := maxLinkScan
+	var scan func(d string, depth int) bool
+	scan = func(d string, depth int) bool {
+		ents, err := c.host.readDir(d)
+		if err != nil {
+			return true
+		}
+		for _, e := range ents {
+			if budget--; budget < 0 {
+				return false
+			}
+			p := filepath.Join(d, e.Name())
+			switch {
+			case e.Type()&fs.ModeSymlink != 0:
+				if _, _, t := c.walkPath(p); t != "" {
+					targets = append(targets, t)
+				}
+			case e.IsDir() && depth < maxLinkDepth && !(depth == 0 && slices.Contains(skip, e.Name())):
+				if !scan(p, depth+1) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return targets, scan(dir, 0)
 }
 
 // homeLinks finds the home's persistence paths (and the protected names
@@ -553,19 +652,59 @@ func (c *compiler) homeLinks() ([]Path, []Named) {
 		if !linkOnWay(pol.Home, h, list) || slices.Contains(pol.ExactAllow, hp) {
 			continue
 		}
-		named = append(named, c.named(hp, "~/"+h+" runs code or lets someone in; allowWrite ~/"+h+" exactly to let it change", "home"))
-		t, exists, err := c.resolve(hp)
-		reached := slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(t, w.Path) || Within(w.Path, t) })
-		if err != nil || !reached || slices.ContainsFunc(pol.Writable, func(w Path) bool { return w.Path == t }) {
+		why := "~/" + h + " runs code or lets someone in; allowWrite ~/" + h + " exactly to let it change"
+		n := c.named(hp, why, "home")
+		named = append(named, n)
+		// The path it ends at, which may not exist yet (a dangling
+		// ~/.profile, or ~/.config a link into the workspace with no
+		// systemd/user in it): protected all the same.
+		if _, _, t := c.walkPath(hp); t != "" {
+			out = c.homeTarget(out, t, "~/"+h+" is a link to it: "+why)
+		}
+	}
+	// Links inside the persistence directories (~/.ssh/authorized_keys ->
+	// dotfiles/…, ~/.config/systemd/user -> …), wherever they are.
+	for _, h := range homePersistence {
+		hp := filepath.Join(pol.Home, h)
+		if slices.Contains(pol.ExactAllow, hp) || slices.Contains(noLinkScan, h) {
 			continue
 		}
-		// A target that does not exist yet (~/.config a link into the
-		// workspace, no systemd/user in it) is protected all the same.
-		fi, _ := c.host.lstat(t)
-		out = append(out, Path{Path: t, Exists: exists, Dir: !exists || fi != nil && fi.IsDir(),
-			Origin: "~/" + h + " is a link to it: it runs code or lets someone in; allowWrite ~/" + h + " exactly to let it change"})
+		if !dirByListing(pol.Home, h, list) {
+			continue // absent, a file, or a link followed above
+		}
+		targets, complete := c.linksBelow(hp, nil)
+		if !complete {
+			c.warnf("~/%s holds more than %d entries: links deeper in it are not checked", h, maxLinkScan)
+		}
+		for _, t := range targets {
+			out = c.homeTarget(out, t, "a link in ~/"+h+" ends at it: ~/"+h+" runs code or lets someone in")
+		}
 	}
 	return dedupe(out), named
+}
+
+// homeTarget adds t, the path a home persistence link ends at, to out
+// when a writable root holds it or lies in it (and is not it).
+func (c *compiler) homeTarget(out []Path, t, origin string) []Path {
+	w := c.pol.Writable
+	if !slices.ContainsFunc(w, func(w Path) bool { return Within(t, w.Path) || Within(w.Path, t) }) || slices.ContainsFunc(w, func(w Path) bool { return w.Path == t }) {
+		return out
+	}
+	fi, err := c.lstat(t)
+	return append(out, Path{Path: t, Exists: err == nil, Dir: err != nil || fi.IsDir(), Origin: origin})
+}
+
+// dirByListing reports, from the listings, whether home/rel is a
+// directory reached through directories only.
+func dirByListing(home, rel string, list func(string) map[string]fs.FileMode) bool {
+	dir := home
+	for _, name := range strings.Split(rel, "/") {
+		if mode, ok := list(dir)[name]; !ok || !mode.IsDir() {
+			return false
+		}
+		dir = filepath.Join(dir, name)
+	}
+	return true
 }
 
 // linkOnWay reports whether home/rel exists and a symbolic link is on its

@@ -537,3 +537,60 @@ func TestRulePathsKeepTheirWay(t *testing.T) {
 		}
 	}
 }
+
+// Links anywhere on the way to what the home and sbx run are followed:
+// a dangling ~/.profile into the workspace (its target made later), links
+// inside persistence directories (~/.ssh/authorized_keys, a
+// ~/.config/systemd/user directory link), a settings file that is a link
+// (~/.claude/settings.json, ~/.claude/CLAUDE.md into a dotfiles
+// workspace) and a --settings file that is one (its link kept too).
+func TestLinksToWhatRunsAreFollowed(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	home, ws := filepath.Join(root, "home"), filepath.Join(root, "ws")
+	for _, d := range []string{"home/.ssh", "home/.config/systemd", "home/.claude", "ws/dot", "ws/units", "ws/conf"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for _, f := range []string{"ws/dot/ak", "ws/dot/settings.json", "ws/dot/CLAUDE.md", "ws/conf/real.json"} {
+		os.WriteFile(filepath.Join(root, f), []byte("x"), 0o644)
+	}
+	for link, target := range map[string]string{"home/.profile": "../ws/nd/profile", "home/.ssh/authorized_keys": "../../ws/dot/ak",
+		"home/.config/systemd/user": "../../../ws/units", "home/.claude/settings.json": "../../ws/dot/settings.json",
+		"home/.claude/CLAUDE.md": "../../ws/dot/CLAUDE.md", "ws/sbx.json": "conf/real.json"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := Compile(Input{Workspace: ws, Self: rules(ws, home+"/.claude", home+"/.claude/settings.json", "./sbx.json")}, Host{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	tests := []struct {
+		c    Change
+		rule string
+	}{
+		{Change{Path: at("nd/profile"), Kind: Create, NonDir: true}, "home"},
+		{Change{Path: at("dot/ak"), Kind: Modify, NonDir: true}, "home"},
+		{Change{Path: at("units/evil.service"), Kind: Create, NonDir: true}, "home"},
+		{Change{Path: at("dot/settings.json"), Kind: Modify, NonDir: true}, "sbx"},
+		{Change{Path: at("dot/CLAUDE.md"), Kind: Modify, NonDir: true}, "sbx"},
+		{Change{Path: at("conf/real.json"), Kind: Modify, NonDir: true}, "sbx"},
+		{Change{Path: at("sbx.json"), Kind: Modify, Link: true}, "sbx"}, // re-pointed
+		{Change{Path: at("dot/other"), Kind: Create, NonDir: true}, ""},
+		{Change{Path: at("conf/other.json"), Kind: Create, NonDir: true}, ""},
+	}
+	for _, tt := range tests {
+		tt.c.Root = ws
+		r := pol.Check(&tt.c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
+		}
+	}
+}

@@ -66,7 +66,19 @@ var homePersistence = []string{
 	".ipython", ".jupyter", ".config/ipython", ".bun", ".deno", ".npm-global", ".config/npm",
 	// Directories on PATH: Debian's ~/.profile adds ~/bin, rustup ~/.cargo/bin, Go ~/go/bin.
 	"bin", ".cargo/bin", "go/bin",
+	// Shell completions and version managers' shims and scripts, sourced
+	// or run by shell start-up files; editors' and REPLs' start-up files.
+	".bash_completion", ".bash_completion.d", ".local/share/bash-completion", ".pyenv", ".rbenv", ".nvm",
+	".sdkman", ".asdf", ".config/emacs", ".julia/config", ".vscode-server", ".cursor-server", ".npm-init.js",
+	".ansible.cfg", ".tmux", ".zshenv.d", ".config/bash", ".guile", ".sbclrc", ".ghci", ".lein", ".config/procps",
 }
+
+// noLinkScan are the persistence directories too large to list for links
+// inside them at every start (plugins, toolchains, caches): a link to a
+// writable root on their way is followed, links deeper in them are not.
+var noLinkScan = []string{".vim", ".emacs.d", ".oh-my-zsh", ".config/nvim", ".local/share/nvim", ".config/Code", ".rustup",
+	".m2", ".gradle", ".local/state/sbx", ".pyenv", ".rbenv", ".nvm", ".sdkman", ".asdf", ".vscode-server", ".cursor-server",
+	".config/emacs", ".bun", ".deno", ".npm-global", ".ipython", ".jupyter", ".julia/config", ".tmux", ".lein", ".cargo/bin", "go/bin"}
 
 // pythonStartup are the files Python runs at every start from any
 // site-packages directory (the user's, below ~/.local/lib, included):

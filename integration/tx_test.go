@@ -598,3 +598,45 @@ mkdir -p cfg/systemd/user cfg/git; echo evil > cfg/systemd/user/x.service; echo 
 	assertAbsent(t, filepath.Join(outside, "t2", "f"))
 	assertContent(t, filepath.Join(outside, "t1", "f"), "evil\n")
 }
+
+// Settings kept in a dotfiles workspace and linked (a --settings file that
+// is a link, ~/.config/sbx/settings.json and ~/.claude/settings.json links
+// into it) cannot be changed or re-pointed from a sandbox: the next run
+// still hides the secret and runs no hook the sandbox wrote. Links inside
+// ~/.ssh and a dangling ~/.profile into the workspace are followed too.
+func TestLinkedSettingsAndDotfilesStay(t *testing.T) {
+	e := newEnv(t)
+	e.write("secret.txt", "TOPSECRET-SETTINGS")
+	e.write("conf/real.json", `{"sandbox":{"filesystem":{"denyRead":["./secret.txt"]}}}`)
+	e.write("dot/sbx.json", `{}`)
+	e.write("dot/claude.json", `{}`)
+	e.write("dot/ak", "ssh-ed25519 mine\n")
+	os.MkdirAll(filepath.Join(e.home, ".config", "sbx"), 0o755)
+	os.MkdirAll(filepath.Join(e.home, ".claude"), 0o755)
+	os.MkdirAll(filepath.Join(e.home, ".ssh"), 0o700)
+	for link, target := range map[string]string{e.path("s.json"): "conf/real.json", filepath.Join(e.home, ".config/sbx/settings.json"): e.path("dot/sbx.json"),
+		filepath.Join(e.home, ".claude/settings.json"): e.path("dot/claude.json"), filepath.Join(e.home, ".ssh/authorized_keys"): e.path("dot/ak"),
+		filepath.Join(e.home, ".profile"): e.path("nd/profile")} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := `{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"touch ` + e.path("HOOK_RAN") + `"}]}]}}`
+	r := e.sh(`echo '{}' > conf/other.json; ln -sfn conf/other.json s.json; echo '`+hook+`' > dot/sbx.json; echo '`+hook+`' > dot/claude.json
+echo evil >> dot/ak; mkdir nd; echo evil > nd/profile; echo done`, "--settings", "s.json")
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, p := range []string{"s.json", "dot/sbx.json", "dot/claude.json", "dot/ak", "nd/profile"} {
+		if !strings.Contains(r.stderr, "refused to ") || !strings.Contains(r.stderr, e.path(p)+" (") {
+			t.Errorf("the change of %s was not refused: %s", p, r.stderr)
+		}
+	}
+	assertContent(t, e.path("dot/ak"), "ssh-ed25519 mine\n")
+	assertAbsent(t, e.path("nd/profile"))
+	r = e.sh(`cat secret.txt; echo started`, "--settings", "s.json")
+	if strings.Contains(r.stdout, "TOPSECRET") || !strings.Contains(r.stdout, "started") {
+		t.Errorf("next run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	assertAbsent(t, e.path("HOOK_RAN"))
+}

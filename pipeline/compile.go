@@ -39,7 +39,7 @@ func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Inpu
 	envCredentialDenies(flags.Getenv, workspace, &in)
 	own := "sbx's own files"
 	if flags.StateDir != "" {
-		in.Self = append(in.Self, fsrules.Rule{Pattern: flags.StateDir, BaseDir: workspace, Origin: own})
+		in.Self = append(in.Self, fsrules.Rule{Pattern: flags.StateDir, BaseDir: workspace, Origin: own, Shallow: true})
 	}
 	if s != nil {
 		for _, p := range s.Own {

@@ -231,8 +231,15 @@ func (o *Options) ownPaths() []string {
 	if claudeManaged == "" {
 		claudeManaged = "/etc/claude-code"
 	}
+	// The files too, not only their directories: one may be a link (to a
+	// dotfiles repository), whose target is then sbx's as well.
 	return []string{filepath.Join(configHome, "sbx"), filepath.Join(o.Home, ".claude"), filepath.Join(o.Home, ".claude.json"),
-		filepath.Join(o.ProjectDir, ".claude"), filepath.Join(o.ProjectDir, ".sbx"), managed, claudeManaged}
+		filepath.Join(o.ProjectDir, ".claude"), filepath.Join(o.ProjectDir, ".sbx"), managed, claudeManaged,
+		filepath.Join(configHome, "sbx", "settings.json"), filepath.Join(o.Home, ".claude", "settings.json"),
+		filepath.Join(o.Home, ".claude", "settings.local.json"), filepath.Join(o.Home, ".claude", "CLAUDE.md"),
+		filepath.Join(o.ProjectDir, ".claude", "settings.json"), filepath.Join(o.ProjectDir, ".claude", "settings.local.json"),
+		filepath.Join(o.ProjectDir, ".sbx", "settings.json"), filepath.Join(o.ProjectDir, ".sbx", "settings.local.json"),
+		filepath.Join(managed, "managed-settings.json"), filepath.Join(claudeManaged, "managed-settings.json")}
 }
 
 // candidates lists the settings files in ascending precedence order.
@@ -273,6 +280,11 @@ func (o *Options) candidates() ([]candidate, error) {
 		if strings.HasPrefix(strings.TrimSpace(f), "{") {
 			c = append(c, candidate{path: "--settings (inline JSON)", level: LevelCLI, required: true, inline: []byte(f)})
 			continue
+		}
+		// Relative to where sbx runs: its paths are relative to its
+		// directory, which must be absolute.
+		if abs, err := filepath.Abs(f); err == nil {
+			f = abs
 		}
 		c = append(c, candidate{path: f, level: LevelCLI, required: true})
 	}
