@@ -311,8 +311,15 @@ func (sp *splitter) wordSlices(n int) ([]Word, []string) {
 // commands of their own, so every rule and check sees them.
 func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 	name, _ := progName(sc.Args[0])
-	if name == "git" {
+	switch name {
+	case "git":
 		sp.gitStrings(sc) // at any depth: inner refuses what is too deep
+		return
+	case "npm":
+		sp.npmStrings(sc)
+		return
+	case "make", "gmake":
+		sp.makeStrings(sc, rs)
 		return
 	}
 	if sp.depth > 4 {
@@ -416,6 +423,14 @@ func (sp *splitter) stdinScript(sc SimpleCommand, rs []*syntax.Redirect, name st
 // fdScript is stdinScript for the script a shell reads from descriptor fd
 // (bash /dev/stdin, bash 3<<< 'rm x' /dev/fd/3).
 func (sp *splitter) fdScript(sc SimpleCommand, rs []*syntax.Redirect, name, fd string) {
+	if code, how, ok := sp.staticInput(rs, fd); ok {
+		sp.inner(sc, code, name+" "+how)
+	}
+}
+
+// staticInput returns what descriptor fd reads when a here-string or a
+// here-document with static content gives it, and which of the two.
+func (sp *splitter) staticInput(rs []*syntax.Redirect, fd string) (text, how string, ok bool) {
 	var in *syntax.Redirect
 	for _, r := range rs {
 		if r.N == nil && fd == "0" && (r.Op == syntax.RdrIn || r.Op == syntax.RdrInOut || r.Op == syntax.DplIn || r.Op == syntax.Hdoc ||
@@ -428,21 +443,22 @@ func (sp *splitter) fdScript(sc SimpleCommand, rs []*syntax.Redirect, name, fd s
 	case in.Op == syntax.WordHdoc:
 		w := expandWord(in.Word, sp.home, sp.dir())
 		if !w.Dynamic && len(w.Values) == 1 {
-			sp.inner(sc, w.Values[0]+"\n", name+" <<<")
+			return w.Values[0] + "\n", "<<<", true
 		}
 	case (in.Op == syntax.Hdoc || in.Op == syntax.DashHdoc) && in.Hdoc != nil:
 		var b strings.Builder
 		for _, p := range in.Hdoc.Parts {
 			lit, ok := p.(*syntax.Lit)
 			if !ok {
-				return // an expansion: known only when it runs
+				return "", "", false // an expansion: known only when it runs
 			}
 			b.WriteString(lit.Value)
 		}
 		if code := b.String(); !strings.Contains(code, "\\") || quotedDelim(in.Word) {
-			sp.inner(sc, code, name+" <<")
+			return code, "<<", true
 		}
 	}
+	return "", "", false
 }
 
 // quotedDelim reports whether a here-document's delimiter is quoted (its
@@ -544,10 +560,15 @@ func splitString(words []Word) (string, bool) {
 	return strings.TrimSpace("env " + quoteWords(split) + " " + quoteWords(args[start:])), true
 }
 
-// quoteWords quotes each word for the shell, so it is read back as it is.
+// quoteWords quotes each word for the shell, so it is read back as it is;
+// a word of plain characters stays as it is (allow rules match the text).
 func quoteWords(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
+		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+:,./-") == "" {
+			q[i] = w
+			continue
+		}
 		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")

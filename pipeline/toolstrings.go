@@ -1,0 +1,169 @@
+package pipeline
+
+import (
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// npmStrings reads the commands npm runs from its own arguments: npm exec
+// and npx-style calls (npm exec -- rm x, npm exec -c 'rm x', npm x
+// --call=…), npm explore's command, and a script set with npm pkg set
+// (then run by npm run): deny and ask rules see them, and allow rules must
+// cover them. A script shell or node options chosen on the command line
+// make it Unseen.
+func (sp *splitter) npmStrings(sc SimpleCommand) {
+	vals := staticValues(sc.Words[1:])
+	sub, rest := "", []string(nil)
+	// An option's value may be a separate word (--prefix dir): the
+	// subcommands that run code are taken wherever they come first.
+	if i := slices.IndexFunc(vals, func(v string) bool { return slices.Contains(npmRunning, v) }); i >= 0 {
+		sub = vals[i]
+	}
+	for j := 0; j < len(vals); j++ {
+		v := vals[j]
+		switch {
+		case v == "-c" || v == "--call":
+			if j+1 < len(vals) {
+				j++
+				sp.inner(sc, vals[j], "npm --call")
+			}
+		case strings.HasPrefix(v, "--call="):
+			sp.inner(sc, v[len("--call="):], "npm --call")
+		case strings.HasPrefix(v, "--script-shell") || strings.HasPrefix(v, "--node-options") || v == "--shell":
+			sp.unseen = "npm " + v + ": the shell or node options its scripts run with are chosen on the command line"
+		case v == "--":
+			if sub != "" {
+				rest = vals[j+1:]
+				j = len(vals)
+			}
+		case !strings.HasPrefix(v, "-") && sub == "":
+			sub = v
+		case v == sub:
+		case !strings.HasPrefix(v, "-") && rest == nil && (sub == "exec" || sub == "x") && slices.Index(vals, sub) < j:
+			rest = vals[j:] // npm exec rm x: the first operand is the command
+			j = len(vals)
+		}
+	}
+	switch sub {
+	case "exec", "x":
+		if len(rest) > 0 {
+			sp.inner(sc, quoteWords(rest), "npm "+sub)
+		}
+	case "explore":
+		if len(rest) > 0 {
+			sp.inner(sc, strings.Join(rest, " "), "npm explore")
+		}
+	case "pkg", "set-script", "config", "set":
+		sp.npmSet(sc, sub, vals)
+	}
+}
+
+// npmRunning are npm's subcommands whose arguments hold code it runs.
+var npmRunning = []string{"exec", "x", "explore", "pkg", "set-script", "config", "set"}
+
+// npmSet reads npm pkg set scripts.NAME=CODE (and npm set-script NAME
+// CODE): the code npm run will run; npm config set of the script shell
+// makes the command Unseen.
+func (sp *splitter) npmSet(sc SimpleCommand, sub string, vals []string) {
+	var ops []string
+	for _, v := range vals {
+		if !strings.HasPrefix(v, "-") {
+			ops = append(ops, v)
+		}
+	}
+	switch {
+	case sub == "set-script" && len(ops) >= 3:
+		sp.inner(sc, ops[2], "npm set-script")
+	case sub == "pkg" && len(ops) >= 2 && ops[1] == "set":
+		for _, kv := range ops[2:] {
+			if k, code, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "scripts.") {
+				sp.inner(sc, code, "npm pkg set "+k)
+			}
+		}
+	case slices.ContainsFunc(ops, func(o string) bool {
+		return strings.HasPrefix(o, "script-shell") || strings.HasPrefix(o, "node-options") || strings.HasPrefix(o, "shell")
+	}):
+		sp.unseen = "npm sets the shell or node options its scripts run with"
+	}
+}
+
+// makeStrings reads the recipes make runs from its own arguments: text
+// given with --eval (-E), and a makefile read from a here-string or
+// here-document (make -f -): their recipes and $(shell …) calls are
+// shell code. A makefile from a process substitution, and a SHELL,
+// .SHELLFLAGS or MAKEFLAGS given on the command line, make it Unseen.
+func (sp *splitter) makeStrings(sc SimpleCommand, rs []*syntax.Redirect) {
+	for j := 1; j < len(sc.Words); j++ {
+		w := sc.Words[j]
+		if w.Dynamic {
+			if j > 1 && slices.Contains([]string{"-f", "--file", "--makefile", "-E", "--eval"}, sc.Words[j-1].Values[0]) {
+				sp.unseen = "make reads a makefile known only when it runs"
+			}
+			continue
+		}
+		v := w.Values[0]
+		next := func() (string, bool) {
+			if j+1 < len(sc.Words) && !sc.Words[j+1].Dynamic {
+				j++
+				return sc.Words[j].Values[0], true
+			}
+			return "", false
+		}
+		switch {
+		case v == "-E" || v == "--eval":
+			if text, ok := next(); ok {
+				sp.makefile(sc, text)
+			}
+		case strings.HasPrefix(v, "--eval="):
+			sp.makefile(sc, v[len("--eval="):])
+		case strings.HasPrefix(v, "-E"):
+			sp.makefile(sc, v[2:])
+		case v == "-f" || v == "--file" || v == "--makefile":
+			if f, ok := next(); ok && f == "-" {
+				sp.makefileFromInput(sc, rs)
+			}
+		case v == "--file=-" || v == "--makefile=-" || v == "-f-":
+			sp.makefileFromInput(sc, rs)
+		case strings.HasPrefix(v, "SHELL=") || strings.HasPrefix(v, ".SHELLFLAGS=") || strings.HasPrefix(v, "MAKEFLAGS="):
+			sp.unseen = "make " + v[:strings.IndexByte(v, '=')] + ": its recipes run with a shell or flags chosen on the command line"
+		}
+	}
+}
+
+func (sp *splitter) makefileFromInput(sc SimpleCommand, rs []*syntax.Redirect) {
+	if text, _, ok := sp.staticInput(rs, "0"); ok {
+		sp.makefile(sc, text)
+	} else {
+		sp.unseen = "make reads a makefile from its input"
+	}
+}
+
+// makefile reads the shell code of makefile text: each recipe line (after
+// a tab, or after ";" on a rule line) and each $(shell …) call.
+func (sp *splitter) makefile(sc SimpleCommand, text string) {
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "\t"):
+			sp.inner(sc, strings.TrimLeft(line[1:], "@-+"), "make recipe")
+		case strings.Contains(line, ":"):
+			if _, after, ok := strings.Cut(line[strings.IndexByte(line, ':'):], ";"); ok {
+				sp.inner(sc, strings.TrimLeft(strings.TrimSpace(after), "@-+"), "make recipe")
+			}
+		}
+		for rest := line; ; {
+			i := strings.Index(rest, "$(shell ")
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len("$(shell "):]
+			end := strings.LastIndexByte(rest, ')')
+			if end < 0 {
+				end = len(rest)
+			}
+			sp.inner(sc, rest[:end], "make $(shell)")
+			rest = rest[end:]
+		}
+	}
+}
