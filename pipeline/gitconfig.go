@@ -31,6 +31,7 @@ func (sp *splitter) gitStrings(sc SimpleCommand) {
 		switch {
 		case a == "-c":
 			if i++; i >= len(sc.Words) || sc.Words[i].Dynamic || len(sc.Words[i].Values) != 1 {
+				sp.unseen = "git -c with a value known only when it runs"
 				return
 			}
 			kv = sc.Words[i].Values[0]
