@@ -19,7 +19,8 @@ import (
 // they write no file.
 var readOnlyCommands = []string{"ls", "cat", "echo", "pwd", "head", "tail", "grep", "egrep", "fgrep", "rg", "find",
 	"wc", "which", "diff", "stat", "du", "df", "cd", "file", "tree", "whoami", "id", "date", "uname", "printf",
-	"true", "false", "test", "[", "realpath", "basename", "dirname", "uniq", "cut", "type", "env", "printenv", "less", "more", "nl", "cmp"}
+	"true", "false", "test", "[", "realpath", "basename", "dirname", "uniq", "cut", "type", "env", "printenv", "less", "more", "nl", "cmp",
+	"nproc", "seq", "tr", "readlink", "md5sum", "sha1sum", "sha256sum", "sha512sum", "base64", "tac", "od", "hexdump", "comm", "paste"}
 
 // readOnlyCommandSet is readOnlyCommands for lookups (read only).
 var readOnlyCommandSet = func() map[string]bool {
@@ -88,6 +89,7 @@ var dangerousFlags = map[string][]string{
 	"rg":   {"--pre", "--pre-glob", "--search-zip", "-z"},
 	"grep": {"--include-from"},
 	"tree": {"-o"},
+	"date": {"-s", "--set"},
 	"less": {"-o", "--log-file", "-O", "--LOG-FILE"},
 	"diff": {"--to-file"},
 	"sort": {"-o", "--output", "--compress-program"},
