@@ -640,3 +640,22 @@ echo evil >> dot/ak; mkdir nd; echo evil > nd/profile; echo done`, "--settings",
 	}
 	assertAbsent(t, e.path("HOOK_RAN"))
 }
+
+// A ~/.local that is a symbolic link (to another disk) holds sbx's state
+// directory through the link: the sandbox still starts, and hides it.
+func TestStateDirThroughALink(t *testing.T) {
+	e := newEnv(t)
+	disk := filepath.Join(t.TempDir(), "local")
+	local := filepath.Join(e.home, ".local")
+	os.MkdirAll(local, 0o755)
+	if err := os.Rename(local, disk); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(disk, local); err != nil {
+		t.Fatal(err)
+	}
+	r := e.sh(`ls -A ~/.local/state/sbx | wc -l; echo started`)
+	if r.code != 0 || r.stdout != "0\nstarted\n" {
+		t.Errorf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}

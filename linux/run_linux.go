@@ -271,7 +271,7 @@ func (r *run) buildPlan() error {
 		ExtraROBinds:  r.trust.Files(),
 		TmpSize:       s.Limits.MaxTmp,
 		BudgetStage:   r.budgetStage,
-		StateDir:      r.e.StateDir,
+		StateDir:      realDir(r.e.StateDir),
 	}
 	r.plan = BuildPlan(in)
 	if r.budgetStage != "" && s.Limits.Soft(pipeline.LimitDisk) {
@@ -1027,4 +1027,14 @@ func shellQuote(argv []string) string {
 		out[i] = q
 	}
 	return strings.Join(out, " ")
+}
+
+// realDir is dir with its symbolic links resolved (a ~/.local that is a
+// link: bubblewrap makes a mount point's parents without following
+// links), or dir as it is when that fails.
+func realDir(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return r
+	}
+	return dir
 }
