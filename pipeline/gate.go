@@ -340,8 +340,8 @@ func (g *Gate) decideRules(ctx context.Context, call *Call, pre *hookOutcome, v 
 			}
 		}
 		if unknown && !sandboxed {
-			trail("a file written is known only when the command runs")
-			return DecisionAsk, "a file the command writes is known only when it runs (a variable, a substitution, or a cd to one); it needs approval", "safety: dynamic path", nil
+			trail("a file read or written is known only when the command runs")
+			return DecisionAsk, "a file the command reads or writes is known only when it runs (a variable, a substitution, or a cd to one); it needs approval", "safety: dynamic path", nil
 		}
 	}
 	if call.Tool == "AskUserQuestion" {
