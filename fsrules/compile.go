@@ -37,6 +37,10 @@ type Rule struct {
 	// Shallow, for a Self directory, skips looking for links inside it
 	// (sbx's state directory: nothing in it is read as settings).
 	Shallow bool
+	// Optional marks sbx's own default rules: a dangling link on the way
+	// (a ~/.config that points nowhere) is taken as the path's absence,
+	// not as an error that stops every run.
+	Optional bool
 }
 
 // Input is what [Compile] works from.
@@ -290,6 +294,11 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 		}
 		for _, p := range paths {
 			rp, exists, err := c.resolve(p)
+			if err != nil && r.Optional {
+				if _, _, t := c.walkPath(p); t != "" {
+					rp, exists, err = t, false, nil
+				}
+			}
 			if err != nil {
 				return nil, &PatternError{Rule: r, Msg: err.Error()}
 			}

@@ -594,3 +594,24 @@ func TestLinksToWhatRunsAreFollowed(t *testing.T) {
 		}
 	}
 }
+
+// sbx's own default rules (Optional) take a dangling link on their way as
+// the path's absence: a ~/.config pointing nowhere must not stop every
+// run. A rule someone wrote still fails on it.
+func TestOptionalRulesThroughADanglingLink(t *testing.T) {
+	root := t.TempDir()
+	home, ws := filepath.Join(root, "home"), filepath.Join(root, "ws")
+	os.MkdirAll(home, 0o755)
+	os.MkdirAll(ws, 0o755)
+	if err := os.Symlink(filepath.Join(root, "nowhere"), filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	def := []Rule{{Pattern: filepath.Join(home, ".config/gcloud"), BaseDir: home, Origin: "default", Optional: true}}
+	if _, err := Compile(Input{Workspace: ws, DenyRead: def}, Host{Home: home}); err != nil {
+		t.Errorf("a default rule through a dangling link: %v", err)
+	}
+	def[0].Optional = false
+	if _, err := Compile(Input{Workspace: ws, DenyRead: def}, Host{Home: home}); err == nil || !strings.Contains(err.Error(), "dangling") {
+		t.Errorf("a written rule through a dangling link compiled: %v", err)
+	}
+}

@@ -211,7 +211,7 @@ func envCredentialDenies(getenv func(string) string, workspace string, in *fsrul
 			}
 			origin := "credential files named by $" + v.name + " (sbx default; re-open with allowRead)"
 			for _, f := range v.files {
-				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(dir, f), BaseDir: dir, Origin: origin})
+				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(dir, f), BaseDir: dir, Origin: origin, Optional: true})
 			}
 		}
 	}
@@ -226,12 +226,12 @@ var credentialReopen = []string{".ssh/known_hosts", ".ssh/*.pub", ".ssh/config"}
 func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
 	origin := "credential files (sbx default; re-open with allowRead)"
 	for _, f := range credentialFiles {
-		in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(home, f), BaseDir: home, Origin: origin})
+		in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(home, f), BaseDir: home, Origin: origin, Optional: true})
 	}
 	for _, f := range credentialReopen {
 		matches, _ := filepath.Glob(filepath.Join(home, f))
 		for _, m := range matches {
-			in.AllowRead = append(in.AllowRead, fsrules.Rule{Pattern: m, BaseDir: home, Origin: origin})
+			in.AllowRead = append(in.AllowRead, fsrules.Rule{Pattern: m, BaseDir: home, Origin: origin, Optional: true})
 		}
 	}
 	dirs := []string{home}
@@ -245,7 +245,7 @@ func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
 		matches, _ := filepath.Glob(filepath.Join(d, ".env*"))
 		for _, m := range matches {
 			if !fsrules.Within(m, workspace) {
-				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: m, BaseDir: d, Origin: origin})
+				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: m, BaseDir: d, Origin: origin, Optional: true})
 			}
 		}
 	}
