@@ -201,6 +201,9 @@ func TestToolchainCachesZeroConfig(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
 		t.Fatalf("npm install: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
+	if strings.Contains(r.stdout, "Unknown env config") {
+		t.Errorf("a variable sbx sets makes npm warn: %s", r.stdout)
+	}
 	cache, _ := filepath.Glob(filepath.Join(e.home, ".cache", "sbx", "projects", "ws-*"))
 	if len(cache) != 1 {
 		t.Fatalf("the sandbox's caches for this workspace: %v", cache)
@@ -298,7 +301,7 @@ func TestToolchainCachePerProject(t *testing.T) {
 
 // pnpm installs from a registry with no flag but the registry's domain: its
 // content-addressed store is the sandbox's own per project
-// (npm_config_store_dir), the package lands in the workspace, and the
+// (PNPM_HOME/store), the package lands in the workspace, and the
 // host's own pnpm store is untouched.
 func TestPnpmZeroConfig(t *testing.T) {
 	requireTool(t, "pnpm")
@@ -309,7 +312,7 @@ func TestPnpmZeroConfig(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
 		t.Fatalf("pnpm add: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	store, _ := filepath.Glob(filepath.Join(e.home, ".cache", "sbx", "projects", "ws-*", "pnpm-store", "*"))
+	store, _ := filepath.Glob(filepath.Join(e.home, ".cache", "sbx", "projects", "ws-*", "pnpm", "store", "*"))
 	if len(store) == 0 {
 		t.Error("the sandbox's pnpm store is empty")
 	}

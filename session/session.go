@@ -454,11 +454,11 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		return "", nil
 	}
 	for _, v := range []struct{ name, sub string }{
-		{"XDG_CACHE_HOME", "xdg"},              // pip, uv, Go's build cache and every XDG tool
-		{"npm_config_cache", "npm"},            // npm and npx
-		{"YARN_CACHE_FOLDER", "yarn"},          // yarn 1
-		{"npm_config_store_dir", "pnpm-store"}, // pnpm's content-addressed store
-		{"GOMODCACHE", "go-mod"},               // module downloads and the checksum database
+		{"XDG_CACHE_HOME", "xdg"},     // pip, uv, Go's build cache and every XDG tool
+		{"npm_config_cache", "npm"},   // npm and npx
+		{"YARN_CACHE_FOLDER", "yarn"}, // yarn 1
+		{"PNPM_HOME", "pnpm"},         // pnpm's content-addressed store (PNPM_HOME/store; npm warns about npm_config_store_dir)
+		{"GOMODCACHE", "go-mod"},      // module downloads and the checksum database
 		{"BUN_INSTALL_CACHE_DIR", "bun"},
 		{"DENO_DIR", "deno"},
 		{"CLANG_MODULE_CACHE_PATH", "clang-modules"},        // clang's and Swift's module caches
