@@ -124,11 +124,6 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	}
 	tainted := sc.UnsafeEnv
 	sp.envNames = sp.envNames[:0]
-	for _, a := range ce.Assigns {
-		if a.Name != nil {
-			sp.envNames = append(sp.envNames, a.Name.Value)
-		}
-	}
 	start := sp.stripWrappers(&sc, words, first)
 	// env NAME=VALUE with a name off the safe list: allow rules see the
 	// command with its wrappers, as they see a leading assignment.
@@ -147,24 +142,7 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	if envUnsafe {
 		sc.AllowText = src(sp.src, ce)
 	}
-	for _, a := range ce.Assigns {
-		if a.Name != nil && a.Value != nil {
-			if w := expandWord(a.Value, sp.home, sp.dir()); !w.Dynamic && len(w.Values) == 1 {
-				sp.envCode(sc, a.Name.Value, w.Values[0])
-			}
-		}
-	}
-	for _, a := range ce.Assigns {
-		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
-			sc.UnsafeEnv = true
-			if len(wargs) > 0 && start == 0 {
-				sc.AllowText = sp.src[ce.Assigns[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
-			} else {
-				sc.AllowText = src(sp.src, ce)
-			}
-			break
-		}
-	}
+	sp.assigns(&sc, ce, wargs, start)
 	if len(sc.Args) > 0 {
 		sp.builtinVars(&sc)
 		name, _ := progName(sc.Args[0])
@@ -178,6 +156,34 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		sc.Unseen = "xargs gives it, from its input, the program or the code it runs"
 	}
 	return sc
+}
+
+// assigns reads the command's leading assignments: their names (for
+// git), their values bash runs as code, and whether one is off the safe
+// list (then allow rules match the command with them).
+func (sp *splitter) assigns(sc *SimpleCommand, ce *syntax.CallExpr, wargs []*syntax.Word, start int) {
+	for _, a := range ce.Assigns {
+		if a.Name == nil {
+			continue
+		}
+		sp.envNames = append(sp.envNames, a.Name.Value)
+		if a.Value != nil {
+			if w := expandWord(a.Value, sp.home, sp.dir()); !w.Dynamic && len(w.Values) == 1 {
+				sp.envCode(*sc, a.Name.Value, w.Values[0])
+			}
+		}
+	}
+	for _, a := range ce.Assigns {
+		if a.Name == nil || !slices.Contains(safeEnvVars, a.Name.Value) {
+			sc.UnsafeEnv = true
+			if len(wargs) > 0 && start == 0 {
+				sc.AllowText = sp.src[ce.Assigns[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
+			} else {
+				sc.AllowText = src(sp.src, ce)
+			}
+			return
+		}
+	}
 }
 
 // envCode reads an assignment that bash runs as code: an exported
@@ -355,9 +361,14 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 		}
 		return
 	}
-	if !slices.Contains(shells, name) {
-		return
+	if slices.Contains(shells, name) {
+		sp.shellArgs(sc, rs, name)
 	}
+}
+
+// shellArgs reads a shell's arguments as bash reads them: the string of
+// -c, or the script read from standard input or a descriptor.
+func (sp *splitter) shellArgs(sc SimpleCommand, rs []*syntax.Redirect, name string) {
 	// With -c, the string is the first operand after every option (bash
 	// -c -o pipefail 'STRING', sh -c -- 'STRING'); without, a script file,
 	// or, with no operand or with -s, standard input.
