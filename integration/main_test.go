@@ -91,11 +91,22 @@ func (e *env) sbx(args ...string) result {
 
 func (e *env) sbxIn(stdin io.Reader, args ...string) result {
 	e.t.Helper()
+	return e.runSbx(stdin, nil, args...)
+}
+
+// sbxEnv runs sbx with extra variables in its environment.
+func (e *env) sbxEnv(extra []string, args ...string) result {
+	e.t.Helper()
+	return e.runSbx(nil, extra, args...)
+}
+
+func (e *env) runSbx(stdin io.Reader, extra []string, args ...string) result {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sbxBin, args...)
 	cmd.Dir = e.ws
-	cmd.Env = e.environ()
+	cmd.Env = append(e.environ(), extra...)
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -308,7 +308,11 @@ func TestPnpmZeroConfig(t *testing.T) {
 	pnpm, _ := exec.LookPath("pnpm")
 	e := newEnv(t)
 	host := e.npmProject(t)
-	r := e.sh("export PATH="+filepath.Dir(pnpm)+":$PATH; pnpm add sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))'", "--allow-domain", host)
+	// pnpm's installer sets PNPM_HOME for the user: its store there is
+	// read-only in the sandbox, which uses its own.
+	os.MkdirAll(filepath.Join(e.home, ".local/share/pnpm"), 0o755)
+	r := e.sbxEnv([]string{"PNPM_HOME=" + filepath.Join(e.home, ".local/share/pnpm")}, "run", "--allow-domain", host, "-c",
+		"export PATH="+filepath.Dir(pnpm)+":$PATH; pnpm add sbx-dep 2>&1 && node -e 'console.log(require(\"sbx-dep\"))'")
 	if r.code != 0 || !strings.Contains(r.stdout, "from the registry double") {
 		t.Fatalf("pnpm add: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
@@ -319,7 +323,7 @@ func TestPnpmZeroConfig(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(e.ws, "node_modules", "sbx-dep", "index.js")); err != nil || !strings.Contains(string(b), "registry double") {
 		t.Errorf("not installed on the host: %v", err)
 	}
-	for _, p := range []string{".local/share/pnpm", ".pnpm-store", ".cache/pnpm"} {
+	for _, p := range []string{".local/share/pnpm/store", ".pnpm-store", ".cache/pnpm"} {
 		assertAbsent(t, filepath.Join(e.home, p))
 	}
 }

@@ -465,8 +465,9 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		{"SWIFTPM_MODULECACHE_OVERRIDE", "swiftpm-modules"}, // SwiftPM's
 		{"CARGO_HOME", "cargo"},                             // cargo's registry and git checkouts
 	} {
-		// The host's XDG cache is read-only in the sandbox: always replaced.
-		if v.name != "XDG_CACHE_HOME" && s.getenv(v.name) != "" {
+		// The host's XDG cache and pnpm home (its store; pnpm's installer
+		// sets PNPM_HOME) are read-only in the sandbox: always replaced.
+		if v.name != "XDG_CACHE_HOME" && v.name != "PNPM_HOME" && s.getenv(v.name) != "" {
 			continue
 		}
 		env = append(env, v.name+"="+filepath.Join(dir, v.sub))
