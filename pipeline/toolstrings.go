@@ -14,6 +14,9 @@ import (
 // cover them. A script shell or node options chosen on the command line
 // make it Unseen.
 func (sp *splitter) npmStrings(sc SimpleCommand) {
+	if !slices.ContainsFunc(sc.Args[1:], npmMayRun) {
+		return // npm test, npm run build: nothing here runs a command
+	}
 	vals := staticValues(sc.Words[1:])
 	sub, rest := "", []string(nil)
 	// An option's value may be a separate word (--prefix dir): the
@@ -62,6 +65,12 @@ func (sp *splitter) npmStrings(sc SimpleCommand) {
 
 // npmRunning are npm's subcommands whose arguments hold code it runs.
 var npmRunning = []string{"exec", "x", "explore", "pkg", "set-script", "config", "set"}
+
+// npmMayRun reports whether an npm argument is one npmStrings reads.
+func npmMayRun(a string) bool {
+	return slices.Contains(npmRunning, a) || a == "-c" || a == "--shell" || strings.HasPrefix(a, "--call") ||
+		strings.HasPrefix(a, "--script-shell") || strings.HasPrefix(a, "--node-options") || a == ""
+}
 
 // npmSet reads npm pkg set scripts.NAME=CODE (and npm set-script NAME
 // CODE): the code npm run will run; npm config set of the script shell
