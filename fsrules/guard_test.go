@@ -294,10 +294,7 @@ func TestCompileRoots(t *testing.T) {
 // must not be re-pointed or made a link from a sandbox (the next run would
 // protect something else, or fail on a dangling link).
 func TestDenyPathLinksKeepTheirTarget(t *testing.T) {
-	root := t.TempDir()
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
-	}
+	root := realTempDir(t)
 	ws, out := filepath.Join(root, "ws"), filepath.Join(root, "outside")
 	for _, d := range []string{filepath.Join(ws, "real"), filepath.Join(out, "keys")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -318,10 +315,7 @@ func TestDenyPathLinksKeepTheirTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(p string) string { return filepath.Join(ws, p) }
-	tests := []struct {
-		c    Change
-		rule string
-	}{
+	tests := []ruleCase{
 		{Change{Path: at("secret"), Kind: Modify, Link: true}, "denyRead"}, // re-pointed
 		{Change{Path: at("secret"), Kind: Delete}, "denyRead"},
 		{Change{Path: at("secret"), Kind: Modify, NonDir: true}, "denyRead"}, // a file in its place
@@ -335,17 +329,7 @@ func TestDenyPathLinksKeepTheirTarget(t *testing.T) {
 		{Change{Path: at("other"), Kind: Create, Link: true}, ""},
 		{Change{Path: at("real/other"), Kind: Create, Link: true}, ""},
 	}
-	for _, tt := range tests {
-		tt.c.Root = ws
-		r := pol.Check(&tt.c)
-		got := ""
-		if r != nil {
-			got = r.Rule
-		}
-		if got != tt.rule {
-			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
-		}
-	}
+	expectRules(t, pol, ws, tests)
 	// Entries outside every writable root are not listed: nothing reaches them.
 	for _, n := range pol.Named {
 		for _, e := range n.Entries {
@@ -361,10 +345,7 @@ func TestDenyPathLinksKeepTheirTarget(t *testing.T) {
 // its target: by path alone, editing the workspace's bashrc would change
 // ~/.bashrc.
 func TestHomeLinksProtectTheirTargets(t *testing.T) {
-	root := t.TempDir()
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
-	}
+	root := realTempDir(t)
 	home, ws, other := filepath.Join(root, "home"), filepath.Join(root, "home", "dotfiles"), filepath.Join(root, "other")
 	for _, d := range []string{filepath.Join(ws, "config", "git"), filepath.Join(ws, "nvim"), filepath.Join(home, ".ssh"), other} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -385,10 +366,7 @@ func TestHomeLinksProtectTheirTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(p string) string { return filepath.Join(ws, p) }
-	tests := []struct {
-		c    Change
-		rule string
-	}{
+	tests := []ruleCase{
 		{Change{Path: at("bashrc"), Kind: Modify}, "home"},
 		{Change{Path: at("bashrc"), Kind: Delete}, "home"},
 		{Change{Path: at("config/git/config"), Kind: Modify}, "home"}, // ~/.config is the link
@@ -399,17 +377,7 @@ func TestHomeLinksProtectTheirTargets(t *testing.T) {
 		{Change{Path: at("profile"), Kind: Modify}, ""},               // allowWrite ~/.profile exactly
 		{Change{Path: at("README"), Kind: Create}, ""},
 	}
-	for _, tt := range tests {
-		tt.c.Root = ws
-		r := pol.Check(&tt.c)
-		got := ""
-		if r != nil {
-			got = r.Rule
-		}
-		if got != tt.rule {
-			t.Errorf("%s %s: rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, got, tt.rule, r)
-		}
-	}
+	expectRules(t, pol, ws, tests)
 	for _, l := range pol.HomeLinks {
 		if !Within(l.Path, ws) {
 			t.Errorf("home link target %s outside every writable root", l.Path)
@@ -423,10 +391,7 @@ func TestHomeLinksProtectTheirTargets(t *testing.T) {
 // directory passed through by ".." (sub in lnk2 -> sub/../real). Re-pointed
 // or replaced by a link, each would move the protection.
 func TestLinkChainsKeepTheirTarget(t *testing.T) {
-	root := t.TempDir()
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
-	}
+	root := realTempDir(t)
 	home := filepath.Join(root, "home")
 	ws := filepath.Join(home, "ws")
 	for _, d := range []string{"v1/real/secret", "sub", "real2", "dot/v1", "dot/sub"} {
@@ -448,10 +413,7 @@ func TestLinkChainsKeepTheirTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(p string) string { return filepath.Join(ws, p) }
-	tests := []struct {
-		c    Change
-		rule string
-	}{
+	tests := []ruleCase{
 		{Change{Path: at("cur"), Kind: Modify, Link: true}, "denyRead"},  // the second link re-pointed
 		{Change{Path: at("cur"), Kind: Delete}, "denyRead"},              // or removed (dangling: every run stops)
 		{Change{Path: at("v1"), Kind: Create, Link: true}, "denyRead"},   // the first link's target made a link
@@ -463,17 +425,7 @@ func TestLinkChainsKeepTheirTarget(t *testing.T) {
 		{Change{Path: at("v1/other"), Kind: Create, Link: true}, ""},
 		{Change{Path: at("sub"), Kind: Modify, Dir: true}, ""},
 	}
-	for _, tt := range tests {
-		tt.c.Root = ws
-		r := pol.Check(&tt.c)
-		got := ""
-		if r != nil {
-			got = r.Rule
-		}
-		if got != tt.rule {
-			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
-		}
-	}
+	expectRules(t, pol, ws, tests)
 }
 
 // The way every rule's path resolves is kept, not only deny paths': an
@@ -484,10 +436,7 @@ func TestLinkChainsKeepTheirTarget(t *testing.T) {
 // under a linked directory (~/.config -> ws/cfg, no systemd/user in it) is
 // protected at the target it would have.
 func TestRulePathsKeepTheirWay(t *testing.T) {
-	root := t.TempDir()
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
-	}
+	root := realTempDir(t)
 	home := filepath.Join(root, "home")
 	ws := filepath.Join(root, "ws")
 	for _, d := range []string{"ws/v1/real/secret", "ws/v1/real/pub", "ws/pubdir", "t1", "home"} {
@@ -507,10 +456,7 @@ func TestRulePathsKeepTheirWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(p string) string { return filepath.Join(ws, p) }
-	tests := []struct {
-		c    Change
-		rule string
-	}{
+	tests := []ruleCase{
 		{Change{Path: at("pubdir"), Kind: Create, Link: true}, "allowRead"}, // a directory turned into a link to the secret
 		{Change{Path: at("plink"), Kind: Modify, Link: true}, "allowRead"},  // re-pointed
 		{Change{Path: at("later"), Kind: Create, Link: true}, "allowRead"},  // made where the rule names nothing yet
@@ -525,17 +471,7 @@ func TestRulePathsKeepTheirWay(t *testing.T) {
 		{Change{Path: at("pubdir/x"), Kind: Create, NonDir: true}, ""},
 		{Change{Path: at("later"), Kind: Create, Dir: true}, ""},
 	}
-	for _, tt := range tests {
-		tt.c.Root = ws
-		r := pol.Check(&tt.c)
-		got := ""
-		if r != nil {
-			got = r.Rule
-		}
-		if got != tt.rule {
-			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
-		}
-	}
+	expectRules(t, pol, ws, tests)
 }
 
 // Links anywhere on the way to what the home and sbx run are followed:
@@ -545,10 +481,7 @@ func TestRulePathsKeepTheirWay(t *testing.T) {
 // (~/.claude/settings.json, ~/.claude/CLAUDE.md into a dotfiles
 // workspace) and a --settings file that is one (its link kept too).
 func TestLinksToWhatRunsAreFollowed(t *testing.T) {
-	root := t.TempDir()
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
-	}
+	root := realTempDir(t)
 	home, ws := filepath.Join(root, "home"), filepath.Join(root, "ws")
 	for _, d := range []string{"home/.ssh", "home/.config/systemd", "home/.claude", "ws/dot", "ws/units", "ws/conf"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
@@ -568,10 +501,7 @@ func TestLinksToWhatRunsAreFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(p string) string { return filepath.Join(ws, p) }
-	tests := []struct {
-		c    Change
-		rule string
-	}{
+	tests := []ruleCase{
 		{Change{Path: at("nd/profile"), Kind: Create, NonDir: true}, "home"},
 		{Change{Path: at("dot/ak"), Kind: Modify, NonDir: true}, "home"},
 		{Change{Path: at("units/evil.service"), Kind: Create, NonDir: true}, "home"},
@@ -582,17 +512,7 @@ func TestLinksToWhatRunsAreFollowed(t *testing.T) {
 		{Change{Path: at("dot/other"), Kind: Create, NonDir: true}, ""},
 		{Change{Path: at("conf/other.json"), Kind: Create, NonDir: true}, ""},
 	}
-	for _, tt := range tests {
-		tt.c.Root = ws
-		r := pol.Check(&tt.c)
-		got := ""
-		if r != nil {
-			got = r.Rule
-		}
-		if got != tt.rule {
-			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
-		}
-	}
+	expectRules(t, pol, ws, tests)
 }
 
 // sbx's own default rules (Optional) take a dangling link on their way as
@@ -614,4 +534,36 @@ func TestOptionalRulesThroughADanglingLink(t *testing.T) {
 	if _, err := Compile(Input{Workspace: ws, DenyRead: def}, Host{Home: home}); err == nil || !strings.Contains(err.Error(), "dangling") {
 		t.Errorf("a written rule through a dangling link compiled: %v", err)
 	}
+}
+
+// ruleCase is a change and the rule that refuses it ("" for none).
+type ruleCase struct {
+	c    Change
+	rule string
+}
+
+// expectRules checks each change, in the writable root ws, against pol.
+func expectRules(t *testing.T, pol *Policy, ws string, tests []ruleCase) {
+	t.Helper()
+	for _, tt := range tests {
+		tt.c.Root = ws
+		r := pol.Check(&tt.c)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tt.rule {
+			t.Errorf("%s %s (link %v): rule %q, want %q (%v)", tt.c.Kind, tt.c.Path, tt.c.Link, got, tt.rule, r)
+		}
+	}
+}
+
+// realTempDir is a temporary directory with its links resolved (the
+// compiled policy's paths are).
+func realTempDir(t *testing.T) string {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	return root
 }
