@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -91,6 +92,42 @@ func TestServeCallsAreWarm(t *testing.T) {
 	if runs, _ := os.ReadDir(e.home + "/.local/state/sbx/runs"); len(runs) != 0 {
 		t.Errorf("serve left runs behind: %v", runs)
 	}
+}
+
+// The conflict clock of a warm call: a host change made just before the
+// call, stamped finely (the file looked at, then changed again within the
+// tick), is the command's starting point, not a conflict; a host change
+// made while the command runs is one (the host's version kept, the
+// command's saved aside).
+func TestServeConflictClock(t *testing.T) {
+	e := newEnv(t)
+	srv := e.startServe()
+	call := func(id, command string) string {
+		t.Helper()
+		b, _ := json.Marshal(command)
+		fmt.Fprintf(srv.in, `{"type":"tool_use","id":%q,"name":"Bash","input":{"command":%s}}`+"\n", id, b)
+		if !srv.out.Scan() {
+			t.Fatalf("no result: %s", srv.stderr.String())
+		}
+		return srv.out.Text()
+	}
+	for i := range 10 {
+		time.Sleep(100 * time.Millisecond) // the next sandbox is launched
+		p := e.write("a.txt", "one\n")
+		os.Stat(p)
+		e.write("a.txt", "two\n")
+		if res := call(fmt.Sprint("a", i), "echo sandbox >> a.txt"); strings.Contains(res, `"is_error":true`) {
+			t.Fatalf("call %d after a host edit: %s", i, res)
+		}
+		assertContent(t, p, "two\nsandbox\n")
+	}
+	p := e.write("b.txt", "before\n")
+	time.AfterFunc(300*time.Millisecond, func() { os.WriteFile(p, []byte("host\n"), 0o644) })
+	res := call("b", "sleep 0.6; echo sandbox >> b.txt")
+	if !strings.Contains(res, "conflict") {
+		t.Errorf("a host edit during the run was not a conflict: %s", res)
+	}
+	assertContent(t, p, "host\n")
 }
 
 // server is a running sbx serve: its stdin, its stdout line by line (lines

@@ -449,3 +449,42 @@ func snapshot(dir string) map[string]string {
 	})
 	return out
 }
+
+// FileClock is not before the ctime of any change made so far, a
+// fine-grained one included (a file looked at, then changed again within
+// the tick), and not after now; where it cannot make its file it is now.
+func TestFileClockCoversEveryStamp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	ahead := 0
+	for i := 0; i < 50; i++ {
+		write(t, p, "a")
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		write(t, p, "b")
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		c := coarseNow()
+		fc := FileClock(dir)
+		if changed := time.Unix(st.Ctim.Unix()); fc.Before(changed) {
+			t.Fatalf("FileClock %v is before a change stamped %v", fc, changed)
+		}
+		if now := time.Now(); fc.After(now) {
+			t.Fatalf("FileClock %v is after now %v", fc, now)
+		}
+		if c.Sec < st.Ctim.Sec || c.Sec == st.Ctim.Sec && c.Nsec < st.Ctim.Nsec {
+			ahead++
+		}
+	}
+	t.Logf("%d of 50 changes were stamped ahead of the coarse clock (multigrain timestamps)", ahead)
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("FileClock left entries: %v", ents)
+	}
+	before := time.Now()
+	if fc := FileClock(filepath.Join(dir, "missing")); fc.Before(before) {
+		t.Errorf("FileClock of a missing dir %v is before now %v", fc, before)
+	}
+}

@@ -89,7 +89,9 @@ type arrivalKey struct{}
 
 // WithArrival returns a context that says when the call came (before the
 // gate and the policy): the executor takes the host's changes made before
-// it as the command's starting point.
+// it as the command's starting point. t must not be before the change
+// time of any file changed before the call (time.Now, or a file clock
+// such as linux.FileClock).
 func WithArrival(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, arrivalKey{}, t)
 }

@@ -3,6 +3,8 @@
 package session
 
 import (
+	"time"
+
 	"github.com/sbx-sandbox/sbx/darwin"
 	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
@@ -21,6 +23,9 @@ func platformHonours(key string) bool { return key != "sandbox.network.allowAllU
 
 // newExecutor builds the Seatbelt executor. With an audit log, the
 // sandbox's violations are streamed from the unified log (best effort).
+// arrival is when a call came: now.
+func (s *Session) arrival() time.Time { return time.Now() }
+
 func newExecutor(o *Options, _ *settings.Settings, stateDir string, audit *Audit) pipeline.Executor {
 	e := &darwin.Executor{StateDir: stateDir, Ask: o.NetAsk}
 	if audit != nil {

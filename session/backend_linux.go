@@ -5,6 +5,7 @@ package session
 import (
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/linux"
 	"github.com/sbx-sandbox/sbx/pipeline"
@@ -23,6 +24,10 @@ const sandboxSupported = true
 func platformHonours(key string) bool {
 	return key == "sandbox.network.allowUnixSockets" || key == "sandbox.network.allowAllUnixSockets"
 }
+
+// arrival is when a call came, on the host's file clock: the command's
+// conflict clock then starts within a tick (see linux.FileClock).
+func (s *Session) arrival() time.Time { return linux.FileClock(s.StateDir()) }
 
 func newExecutor(o *Options, st *settings.Settings, stateDir string, audit *Audit) pipeline.Executor {
 	e := &linux.Executor{Bwrap: st.BwrapPath.V, Exe: o.Exe, StateDir: stateDir, Ask: o.NetAsk, Warm: o.Warm}

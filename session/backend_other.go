@@ -3,6 +3,8 @@
 package session
 
 import (
+	"time"
+
 	"context"
 
 	"github.com/sbx-sandbox/sbx/darwin"
@@ -25,6 +27,9 @@ type none struct{}
 func (none) Run(context.Context, *pipeline.Spec, pipeline.Stdio) (*pipeline.Result, error) {
 	return nil, darwin.ErrNotDarwin
 }
+
+// arrival is when a call came: now.
+func (s *Session) arrival() time.Time { return time.Now() }
 
 func newExecutor(*Options, *settings.Settings, string, *Audit) pipeline.Executor {
 	return none{}

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
@@ -13,7 +12,7 @@ import (
 // on every path: a session that cannot build its sandbox answers with an
 // error result too. Everything it returns is redacted.
 func (s *Session) Tool(ctx context.Context, toolUse []byte) *pipeline.ToolResult {
-	ctx = pipeline.WithArrival(ctx, time.Now())
+	ctx = pipeline.WithArrival(ctx, s.arrival())
 	sb, err := s.prepare()
 	if err != nil {
 		var id struct {
