@@ -563,6 +563,7 @@ func (l *launched) release() {
 func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
 	defer l.release()
 	l.start <- clockAfter(r.called)
+	r.trace.Mark("sbx: conflict clock past the call")
 	if s == nil {
 		close(l.call)
 	} else {

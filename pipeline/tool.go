@@ -370,6 +370,17 @@ func (r *Runner) BashSpec(command string) (*Spec, error) {
 		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles, OneStream: !r.SeparateStreams}, nil
 }
 
+// tracedSpec is BashSpec, with the phases marked in the call's trace.
+func (r *Runner) tracedSpec(ctx context.Context, command string) (*Spec, error) {
+	tr := TraceFrom(ctx)
+	tr.Mark("sbx: call read and decided")
+	spec, err := r.BashSpec(command)
+	if err == nil && r.FSNow != nil {
+		tr.Mark("sbx: filesystem policy compiled again")
+	}
+	return spec, err
+}
+
 func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResult {
 	timeout := DefaultBashTimeout
 	if r.Limits.Timeout > 0 {
@@ -394,7 +405,7 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	if !r.SeparateStreams {
 		stdio.Stderr = redOut
 	}
-	spec, err := r.BashSpec(call.command())
+	spec, err := r.tracedSpec(ctx, call.command())
 	if err != nil {
 		return errResult(call.ID, "Error: the sandbox's filesystem policy cannot be compiled: "+err.Error()+"; nothing was run")
 	}
