@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
@@ -240,5 +241,29 @@ func TestCargoConfigLink(t *testing.T) {
 	s.cargoConfig(cache, "cargo")
 	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
 		t.Errorf("sbx wrote through the sandbox's link: %v", ents)
+	}
+}
+
+// A long-lived session compiles each call's filesystem policy once the
+// gate, hooks included, has decided: a hook may change the host, and a
+// denyRead file a PreToolUse hook made is hidden from that very call.
+func TestPolicyCompiledAfterHooks(t *testing.T) {
+	f := &fake{}
+	s := open(t, `{"sandbox": {"filesystem": {"denyRead": ["./secret"]}},
+		"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "cat >/dev/null; echo s > \"$CLAUDE_PROJECT_DIR/secret\""}]}]}}`,
+		f, func(o *Options) { o.Warm = true })
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	res := s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cat secret"}}`))
+	if res.IsError || f.spec == nil {
+		t.Fatalf("result %+v", res)
+	}
+	secret := filepath.Join(s.dir, "secret")
+	if _, err := os.Stat(secret); err != nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	if !slices.ContainsFunc(f.spec.FS.DenyRead, func(p fsrules.Path) bool { return p.Path == secret && p.Exists }) {
+		t.Errorf("the file the hook made is not denied: %+v", f.spec.FS.DenyRead)
 	}
 }
