@@ -147,6 +147,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		var ns notStarted
 		if !errors.As(err, &ns) {
 			if err == nil {
+				res.Warnings = append(res.Warnings, e.laterWarnings()...)
 				e.refill(s)
 			}
 			return res, err
@@ -169,6 +170,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if err := r.complete(ctx, l, s); err != nil {
 		return nil, err
 	}
+	r.res.Warnings = append(r.res.Warnings, e.laterWarnings()...)
 	e.refill(s)
 	return r.res, nil
 }
@@ -290,7 +292,27 @@ func (r *run) buildPlan() error {
 // directory.
 func (r *run) close() {
 	r.cg.remove()
-	r.cleanup()
+	keep := r.keepUnmerged()
+	r.res.Warnings = append(r.res.Warnings, r.removeNet()...)
+	if !keep {
+		r.res.Warnings = append(r.res.Warnings, r.removeRun()...)
+	}
+}
+
+// closeLater is close for a warm call, whose executor outlives it: the
+// cgroups and the check that the writes were merged now, the proxy and
+// the directories once the result is out (their warnings come with the
+// executor's next result).
+func (r *run) closeLater() {
+	r.cg.remove()
+	keep := r.keepUnmerged()
+	r.e.later(func() []string {
+		ws := r.removeNet()
+		if !keep {
+			ws = append(ws, r.removeRun()...)
+		}
+		return ws
+	})
 }
 
 // checkTmpLimit refuses a /tmp size limit that cannot hold because a
@@ -437,28 +459,39 @@ func (r *run) startProxy() error {
 	return nil
 }
 
-// cleanup stops the proxy and removes the run directory, unless the
-// transaction helper died before its merge was complete: the next run (or
-// sbx doctor --clean) finishes it from there.
-func (r *run) cleanup() {
+// keepUnmerged reports whether the run directory holds writes the merge
+// did not take (the helper recorded, no report), and says so in the
+// result: they are kept for the next run to merge.
+func (r *run) keepUnmerged() bool {
+	if fileExists(filepath.Join(r.runDir, helperFile)) && !fileExists(filepath.Join(r.runDir, reportFile)) {
+		r.res.Warnings = append(r.res.Warnings, "the command's writes were not merged; they are kept in "+r.runDir+" for the next run (or sbx doctor --clean) to merge")
+		return true
+	}
+	return false
+}
+
+// removeNet stops the proxy and removes its directory.
+func (r *run) removeNet() []string {
 	if r.proxy != nil {
 		r.proxy.Close()
 	}
 	if r.rec.NetDir != "" {
 		if err := os.RemoveAll(r.rec.NetDir); err != nil {
-			r.res.Warnings = append(r.res.Warnings, err.Error())
+			return []string{err.Error()}
 		}
 	}
-	if fileExists(filepath.Join(r.runDir, helperFile)) && !fileExists(filepath.Join(r.runDir, reportFile)) {
-		r.res.Warnings = append(r.res.Warnings, "the command's writes were not merged; they are kept in "+r.runDir+" for the next run (or sbx doctor --clean) to merge")
-		return
-	}
+	return nil
+}
+
+// removeRun removes the run directory of a merged run.
+func (r *run) removeRun() []string {
 	// The helper's record goes first: a removal cut short by a kill never
 	// leaves a directory that looks like an unmerged run.
 	_ = os.Remove(filepath.Join(r.runDir, helperFile))
 	if err := forceRemoveAll(r.runDir); err != nil {
-		r.res.Warnings = append(r.res.Warnings, err.Error())
+		return []string{err.Error()}
 	}
+	return nil
 }
 
 // randomSuffix is 16 random hex digits.

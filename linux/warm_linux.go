@@ -80,7 +80,10 @@ type warmPool struct {
 	mu     sync.Mutex
 	next   *warm
 	closed bool
-	wg     sync.WaitGroup // launches and discards in flight
+	wg     sync.WaitGroup // launches, discards and clean-ups in flight
+	// warnings are those of the clean-ups done in the background, for
+	// the next result.
+	warnings []string
 }
 
 // takeWarm returns the warm sandbox if the call can use it: same policy,
@@ -208,7 +211,7 @@ func (w *warm) closePipes() {
 // call runs the command of s in the warm sandbox.
 func (w *warm) call(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio, tr *pipeline.Trace) (*pipeline.Result, error) {
 	r := w.r
-	defer r.close()
+	defer r.closeLater()
 	defer w.closePipes()
 	r.trace = tr
 	var wg sync.WaitGroup
@@ -255,6 +258,43 @@ func (e *Executor) discard(w *warm) {
 		w.closePipes()
 		w.r.close()
 	}()
+}
+
+// later runs f, the end of a warm call's clean-up, in the background;
+// the warnings it returns come with the next result.
+// After Close, f runs before later returns.
+func (e *Executor) later(f func() []string) {
+	done := func() {
+		if ws := f(); len(ws) > 0 {
+			e.pool.mu.Lock()
+			e.pool.warnings = append(e.pool.warnings, ws...)
+			e.pool.mu.Unlock()
+		}
+	}
+	e.pool.mu.Lock()
+	closed := e.pool.closed
+	if !closed {
+		e.pool.wg.Add(1)
+	}
+	e.pool.mu.Unlock()
+	if closed {
+		done()
+		return
+	}
+	go func() {
+		defer e.pool.wg.Done()
+		done()
+	}()
+}
+
+// laterWarnings takes the warnings of the clean-ups done in the
+// background so far.
+func (e *Executor) laterWarnings() []string {
+	e.pool.mu.Lock()
+	defer e.pool.mu.Unlock()
+	ws := e.pool.warnings
+	e.pool.warnings = nil
+	return ws
 }
 
 // Close throws away the warm sandbox, if any, and waits until every
