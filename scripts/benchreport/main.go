@@ -67,6 +67,9 @@ func main() {
 	if v, ok := num(`warm serve call / raw bwrap: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"tool call: warm sbx serve / raw bwrap", v, "lower is better"})
 	}
+	if v, ok := num(`raw bwrap running bash -c true: ([0-9.]+)×`, s); ok {
+		bars = append(bars, bar{"tool call: warm sbx serve / raw bwrap running bash -c true", v, "lower is better; what a Bash call runs"})
+	}
 	if v, ok := num(`cold .sbx tool. / warm serve call: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"tool call: cold sbx tool / warm sbx serve", v, "higher means warm calls gain more"})
 	}

@@ -38,12 +38,20 @@ func runCallBench(sbx string, n int, think time.Duration) error {
 		err := exec.Command("bwrap", "--ro-bind", "/", "/", "true").Run()
 		return time.Since(start), err
 	}
+	// A Bash tool call runs its command with bash -c: the same in raw
+	// bubblewrap is the floor for one.
+	bwrapBash := func(int) (time.Duration, error) {
+		start := time.Now()
+		err := exec.Command("bwrap", "--ro-bind", "/", "/", "/bin/bash", "-c", "true").Run()
+		return time.Since(start), err
+	}
 	var first time.Duration
 	if first, err = call(0); err != nil {
 		return err
 	}
-	names := []string{"`sbx serve`, one call after the first (warm)", "`sbx tool`, one call (cold)", "`bwrap --ro-bind / / true`"}
-	fns := []func(int) (time.Duration, error){call, tool, bwrap}
+	names := []string{"`sbx serve`, one call after the first (warm)", "`sbx tool`, one call (cold)", "`bwrap --ro-bind / / true`",
+		"`bwrap --ro-bind / / /bin/bash -c true` (what a Bash call runs)"}
+	fns := []func(int) (time.Duration, error){call, tool, bwrap, bwrapBash}
 	times := make([][]time.Duration, len(fns))
 	for i := 1; i <= n; i++ {
 		for j, f := range fns {
@@ -66,7 +74,8 @@ func runCallBench(sbx string, n int, think time.Duration) error {
 		med[j] = q(0.5)
 		fmt.Printf("| %s | %s | %s | %s |\n", names[j], ms(q(0.5)), ms(q(0.1)), ms(q(0.9)))
 	}
-	fmt.Printf("\nwarm serve call / raw bwrap: %.2f×; cold `sbx tool` / warm serve call: %.2f×\n", ratio(med[0], med[2]), ratio(med[1], med[0]))
+	fmt.Printf("\nwarm serve call / raw bwrap: %.2f×; / raw bwrap running bash -c true: %.2f×; cold `sbx tool` / warm serve call: %.2f×\n",
+		ratio(med[0], med[2]), ratio(med[0], med[3]), ratio(med[1], med[0]))
 	return nil
 }
 
