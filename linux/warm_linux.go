@@ -166,6 +166,9 @@ func (e *Executor) refill(s *pipeline.Spec) {
 	go func() {
 		defer e.pool.wg.Done()
 		w.launch(e)
+		// The helper's fork left every page of sbx write-protected: make
+		// them writable again before the next call writes them.
+		rearmWrites()
 	}()
 }
 
