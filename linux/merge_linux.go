@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,6 +37,10 @@ type merger struct {
 	// start is the coarse real time at which the run began: a host entry
 	// whose ctime is not before it changed during the run.
 	start unix.Timespec
+	// fine takes start's place for host entries on the filesystems
+	// fineDevs names (see [TxStart]).
+	fine     unix.Timespec
+	fineDevs []uint64
 	// discard lists what would change and applies nothing.
 	discard bool
 	// saves are where refused and conflicting versions are put aside.
@@ -160,10 +165,12 @@ func clockAfter(called unix.Timespec) unix.Timespec {
 // clock to pass it. The stamp is kept between the coarse clock and now (a
 // filesystem whose stamps come from another machine's clock cannot make
 // the wait longer, or let a change stamped in this tick pass for one made
-// during the run). A dir on a filesystem without multigrain timestamps
-// does not show the floor: a change stamped finely on another filesystem
-// in the tick before may then be taken for one made during the run (a
-// conflict reported, the command's version saved aside; nothing lost).
+// during the run). Every filesystem that takes its stamps from the
+// kernel's clock shows the floor, multigrain or not; a dir on one that
+// takes them from elsewhere (a network filesystem) does not: a change
+// stamped finely on another filesystem in the tick before may then be
+// taken for one made during the run (a conflict reported, the command's
+// version saved aside; nothing lost).
 func FileClock(dir string) time.Time {
 	floor := coarseNow()
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
@@ -193,8 +200,11 @@ func coarseNow() unix.Timespec {
 }
 
 func (m *merger) changedDuringRun(st *unix.Stat_t) bool {
-	c := st.Ctim
-	return c.Sec > m.start.Sec || (c.Sec == m.start.Sec && c.Nsec >= m.start.Nsec)
+	start := m.start
+	if slices.Contains(m.fineDevs, st.Dev) {
+		start = m.fine
+	}
+	return !after(start, st.Ctim)
 }
 
 // scope is where an entry lies: its writable root, its host path and the

@@ -69,6 +69,9 @@ type Executor struct {
 	// ended. Close throws the waiting one away.
 	Warm bool
 	pool warmPool
+	// floors are the filesystems seen to follow the kernel's timestamp
+	// floor (see conflictClock).
+	floors floorFilesystems
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
@@ -522,7 +525,7 @@ type launched struct {
 	// call takes the command for the init (closed: none); start takes
 	// the clock from which the host's changes are conflicts.
 	call  chan []byte
-	start chan unix.Timespec
+	start chan TxStart
 }
 
 // launch opens the descriptor table and starts the transaction helper
@@ -561,7 +564,7 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 	go sendSpec(fds.specW, policy, l.call)
 	fds.specW = nil
 	l.txRep = make(chan *TxReport, 1)
-	l.start = make(chan unix.Timespec, 1)
+	l.start = make(chan TxStart, 1)
 	go tx.exchange(l.txRep, l.start)
 	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, l.target)
 	l.initState = r.watchReady(fds.readyR, fds.holdW, initPID)
@@ -595,7 +598,7 @@ func (l *launched) release() {
 // fills the run's result.
 func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
 	defer l.release()
-	l.start <- clockAfter(r.called)
+	l.start <- r.e.conflictClock(r.called, r.spec.FS.Writable)
 	r.trace.Mark("sbx: conflict clock past the call")
 	if s == nil {
 		close(l.call)

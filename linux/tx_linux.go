@@ -45,7 +45,7 @@ type TxSpec struct {
 	term chan os.Signal
 	// start delivers TxStart's clock (read from the control socket after
 	// the spec).
-	start chan unix.Timespec
+	start chan TxStart
 	// Bwrap and BwrapArgs are the bubblewrap command to run.
 	Bwrap     string   `json:"bwrap,omitempty"`
 	BwrapArgs []string `json:"bwrapArgs,omitempty"`
@@ -83,19 +83,22 @@ type TxSpec struct {
 // is sent to the init: from Clock on, a change the host makes to a file of
 // a writable root is a conflict (a warm sandbox waits between its launch
 // and its command, and the host's changes meanwhile are its starting
-// point, not conflicts).
+// point, not conflicts). On the filesystems FineDevs names (multigrain
+// timestamps), Fine, a later time, takes Clock's place.
 type TxStart struct {
-	Clock *unix.Timespec `json:"clock"`
+	Clock    *unix.Timespec `json:"clock"`
+	Fine     *unix.Timespec `json:"fine,omitempty"`
+	FineDevs []uint64       `json:"fineDevs,omitempty"`
 }
 
-// startClock is TxStart's clock, or fallback when sbx sent none in time
+// startClock is sbx's TxStart, or fallback when sbx sent none in time
 // (it always sends one before the command, so only a dead sbx waits).
-func (spec *TxSpec) startClock(fallback unix.Timespec) unix.Timespec {
+func (spec *TxSpec) startClock(fallback unix.Timespec) TxStart {
 	select {
 	case c := <-spec.start:
 		return c
 	case <-time.After(2 * time.Second):
-		return fallback
+		return TxStart{Clock: &fallback}
 	}
 }
 
@@ -146,11 +149,11 @@ func TxHelper(args []string) int {
 		fmt.Fprintf(os.Stderr, "sbx: transaction helper: bad spec: %v\n", err)
 		return ExitInitFailed
 	}
-	spec.start = make(chan unix.Timespec, 1)
+	spec.start = make(chan TxStart, 1)
 	go func() {
 		var m TxStart
 		if dec.Decode(&m) == nil && m.Clock != nil {
-			spec.start <- *m.Clock
+			spec.start <- m
 		}
 	}()
 	// Started with a capability raised (non-root callers), the helper is
@@ -542,16 +545,19 @@ func (t *txMounts) mountRoot(i int, mounted *[]string) error {
 
 // merge applies every root's upper layer (or file copy) to the host, under
 // the state directory's merge lock: two runs never merge at once.
-func (t *txMounts) merge(spec *TxSpec, clock unix.Timespec) MergeReport {
+func (t *txMounts) merge(spec *TxSpec, clock TxStart) MergeReport {
 	runID := filepath.Base(spec.RunDir)
 	if lock, err := unix.Openat(t.stateFD, "merge.lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
 		defer unix.Close(lock)
 		_ = unix.Flock(lock, unix.LOCK_EX)
 	}
-	m := &merger{pol: spec.Policy, start: clock, discard: spec.Discard,
+	m := &merger{pol: spec.Policy, start: *clock.Clock, discard: spec.Discard,
 		saves: &saver{stateFD: t.stateFD, stateDir: spec.StateDir, runID: runID},
 		tmp:   &tempNames{prefix: tempPrefix + runID + "-"}}
 	defer m.close()
+	if clock.Fine != nil {
+		m.fine, m.fineDevs = *clock.Fine, clock.FineDevs
+	}
 	if j, err := unix.Openat(t.runFD, journalFile, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o600); err == nil {
 		m.tmp.journal = os.NewFile(uintptr(j), journalFile)
 		defer m.tmp.journal.Close()
@@ -629,7 +635,7 @@ func recoverTx(spec *TxSpec) *TxReport {
 	if err := removeJournaled(filepath.Join(spec.RunDir, journalFile)); err != nil {
 		rep.Merge.Lost = append(rep.Merge.Lost, "journal: "+err.Error())
 	}
-	rep.Merge = mergeAppend(rep.Merge, t.merge(spec, rec.Clock))
+	rep.Merge = mergeAppend(rep.Merge, t.merge(spec, TxStart{Clock: &rec.Clock}))
 	finishTx(spec, t, rep)
 	return rep
 }

@@ -87,7 +87,7 @@ func txSysProcAttr(a *syscall.SysProcAttr) {
 
 // exchange sends the spec, then the start clock when it comes, and
 // delivers the report (nil if none came).
-func (d *txCtl) exchange(out chan<- *TxReport, start <-chan unix.Timespec) {
+func (d *txCtl) exchange(out chan<- *TxReport, start <-chan TxStart) {
 	enc := json.NewEncoder(d.parent)
 	if err := enc.Encode(&d.spec); err != nil {
 		out <- nil
@@ -98,7 +98,7 @@ func (d *txCtl) exchange(out chan<- *TxReport, start <-chan unix.Timespec) {
 	go func() {
 		select {
 		case c := <-start:
-			enc.Encode(TxStart{Clock: &c})
+			enc.Encode(c)
 		case <-done:
 		}
 	}()
@@ -131,8 +131,9 @@ func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error)
 	}
 	d.child.Close()
 	ch := make(chan *TxReport, 1)
-	start := make(chan unix.Timespec, 1)
-	start <- coarseNow()
+	start := make(chan TxStart, 1)
+	now := coarseNow()
+	start <- TxStart{Clock: &now}
 	d.exchange(ch, start)
 	rep := <-ch
 	werr := cmd.Wait()

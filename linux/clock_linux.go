@@ -1,0 +1,141 @@
+//go:build linux
+
+package linux
+
+import (
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// conflictClock is the conflict clock of a command about to start after
+// a call that came at called (a [FileClock] value): a time after called
+// that every change made from now on to a writable root reaches. Once
+// the coarse clock has passed called, it is the coarse clock. Before
+// that, when the filesystem of every writable root takes its stamps from
+// this kernel's clock with its floor (Linux 6.13 and later), those
+// filesystems get a fine-grained stamp taken now, which raises the floor
+// ([fineStamp]): every later change on them is stamped at or above it, so
+// the command need not wait. Any other filesystem (one mounted in a root)
+// gets the coarse clock, under which a change the host made in the tick
+// before the call is taken for one made during the run (a conflict: the
+// host's version kept, nothing lost). Otherwise the command waits for the
+// coarse clock to pass called (one tick at most).
+func (e *Executor) conflictClock(called unix.Timespec, roots []fsrules.Path) TxStart {
+	if c := coarseNow(); after(c, called) {
+		return TxStart{Clock: &c}
+	}
+	if devs, ok := e.floors.all(roots, e.StateDir); ok {
+		if s, fine := fineStamp(e.StateDir); fine && after(s, called) {
+			c := coarseNow()
+			return TxStart{Clock: &c, Fine: &s, FineDevs: devs}
+		}
+	}
+	c := clockAfter(called)
+	return TxStart{Clock: &c}
+}
+
+// after reports whether a is later than b.
+func after(a, b unix.Timespec) bool {
+	return a.Sec > b.Sec || a.Sec == b.Sec && a.Nsec > b.Nsec
+}
+
+// fineStamp changes a new unnamed file in dir (O_TMPFILE: nothing is
+// left in dir, its listing does not change) right after looking at it,
+// and returns the change time, and whether that is ahead of the coarse
+// clock: a fine-grained stamp, which only a filesystem with multigrain
+// timestamps gives (ext4, xfs, btrfs, tmpfs on Linux 6.13 and later). The
+// kernel then keeps every later stamp at or above it (the floor), on
+// every filesystem that takes its stamps from the kernel's clock.
+func fineStamp(dir string) (unix.Timespec, bool) {
+	s, err := stampNew(dir)
+	return s, err == nil && after(s, coarseNow())
+}
+
+// stampNew is the change time of a new unnamed file in dir, looked at
+// and then changed.
+func stampNew(dir string) (unix.Timespec, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return unix.Timespec{}, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return unix.Timespec{}, err
+	}
+	if _, err := unix.Write(fd, []byte{0}); err != nil {
+		return unix.Timespec{}, err
+	}
+	err = unix.Fstat(fd, &st)
+	return st.Ctim, err
+}
+
+// followsFloor judges one try: floor is a fine-grained stamp just taken,
+// stamp the change time of a file changed right after on the filesystem
+// tried, coarse the coarse clock and now the fine one, read after that.
+// The try says something only while the coarse clock is still below the
+// floor (a later tick could explain a later stamp); the filesystem then
+// follows the floor when its stamp is at or above it and not ahead of
+// now (a filesystem stamping with another machine's clock does not).
+func followsFloor(floor, stamp, coarse, now unix.Timespec) (follows, conclusive bool) {
+	if !after(floor, coarse) {
+		return false, false
+	}
+	return !after(floor, stamp) && !after(stamp, now), true
+}
+
+// floorFilesystems remembers the filesystems (by device) seen to take
+// their stamps from this kernel's clock with its floor: a filesystem
+// that does keeps doing so. One not seen to is tried again at the next
+// call.
+type floorFilesystems struct {
+	mu  sync.Mutex
+	dev map[uint64]bool
+}
+
+// all reports whether every root is a directory on a filesystem that
+// follows the floor, and returns those filesystems; state is a directory
+// on a filesystem with multigrain timestamps, for the tries.
+func (f *floorFilesystems) all(roots []fsrules.Path, state string) ([]uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var devs []uint64
+	for _, r := range roots {
+		var st unix.Stat_t
+		if !r.Dir || unix.Stat(r.Path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil, false
+		}
+		if !f.dev[st.Dev] && !tryFloor(r.Path, state) {
+			return nil, false
+		}
+		if f.dev == nil {
+			f.dev = map[uint64]bool{}
+		}
+		f.dev[st.Dev] = true
+		if !slices.Contains(devs, st.Dev) {
+			devs = append(devs, st.Dev)
+		}
+	}
+	return devs, len(devs) > 0
+}
+
+// tryFloor tries whether dir's filesystem follows the floor.
+func tryFloor(dir, state string) bool {
+	floor, ok := fineStamp(state)
+	if !ok {
+		return false
+	}
+	stamp, err := stampNew(dir)
+	if err != nil {
+		return false
+	}
+	coarse := coarseNow()
+	var now unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &now)
+	follows, _ := followsFloor(floor, stamp, coarse, now)
+	return follows
+}

@@ -1,0 +1,134 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/fsrules"
+)
+
+// The conflict clock of a command starting right after a call: a change
+// made before the call (finely stamped: looked at, then changed again) is
+// older than it, and a change made after it is not, on the clock that
+// applies to the change's filesystem.
+func TestConflictClockSeparatesBeforeAndAfter(t *testing.T) {
+	dir := t.TempDir()
+	e := &Executor{StateDir: t.TempDir()}
+	roots := []fsrules.Path{{Path: dir, Exists: true, Dir: true}}
+	p := filepath.Join(dir, "f")
+	fine := 0
+	for i := 0; i < 50; i++ {
+		write(t, p, "a")
+		os.Stat(p)
+		write(t, p, "b")
+		var before unix.Stat_t
+		if err := unix.Stat(p, &before); err != nil {
+			t.Fatal(err)
+		}
+		called := unix.NsecToTimespec(FileClock(e.StateDir).UnixNano())
+		st := e.conflictClock(called, roots)
+		write(t, p, "c")
+		var later unix.Stat_t
+		if err := unix.Stat(p, &later); err != nil {
+			t.Fatal(err)
+		}
+		m := &merger{start: *st.Clock}
+		if st.Fine != nil {
+			fine++
+			m.fine, m.fineDevs = *st.Fine, st.FineDevs
+			if !slices.Contains(st.FineDevs, later.Dev) {
+				t.Fatalf("the root's filesystem %d is not among %v", later.Dev, st.FineDevs)
+			}
+		}
+		if m.changedDuringRun(&before) {
+			t.Fatalf("run %d: a change before the call (ctime %v) is taken for one during the run (clock %v, fine %v)", i, before.Ctim, st.Clock, st.Fine)
+		}
+		if !m.changedDuringRun(&later) {
+			t.Fatalf("run %d: a change after the start (ctime %v) is taken for one before it (clock %v, fine %v)", i, later.Ctim, st.Clock, st.Fine)
+		}
+	}
+	t.Logf("%d of 50 starts took a fine-grained stamp instead of waiting for the coarse clock", fine)
+}
+
+// A filesystem mounted in a root (a ramfs: no multigrain timestamps of
+// its own) follows the kernel's floor too: a change on it after the start
+// is a change during the run whichever clock judges it.
+func TestConflictClockSubmount(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "mnt")
+	os.Mkdir(sub, 0o755)
+	if err := unix.Mount("ramfs", sub, "ramfs", 0, ""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a ramfs: %v", err)
+		}
+		t.Skipf("cannot mount a ramfs: %v", err)
+	}
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	e := &Executor{StateDir: t.TempDir()}
+	p := filepath.Join(sub, "f")
+	for i := 0; i < 50; i++ {
+		called := unix.NsecToTimespec(FileClock(e.StateDir).UnixNano())
+		st := e.conflictClock(called, []fsrules.Path{{Path: dir, Exists: true, Dir: true}})
+		write(t, p, "c")
+		var later unix.Stat_t
+		unix.Stat(p, &later)
+		m := &merger{start: *st.Clock}
+		if st.Fine != nil {
+			m.fine, m.fineDevs = *st.Fine, st.FineDevs
+		}
+		if !m.changedDuringRun(&later) {
+			t.Fatalf("run %d: a change on the ramfs after the start (ctime %v) is taken for one before it (clock %v, fine %v)", i, later.Ctim, st.Clock, st.Fine)
+		}
+	}
+}
+
+// followsFloor: only a try made while the coarse clock is below the floor
+// says anything; a stamp below the floor, or ahead of now (another
+// machine's clock), does not follow it.
+func TestFollowsFloor(t *testing.T) {
+	ts := func(ns int64) unix.Timespec { return unix.NsecToTimespec(ns) }
+	tests := []struct {
+		name                      string
+		floor, stamp, coarse, now int64
+		follows, conclusive       bool
+	}{
+		{"at the floor", 1000, 1000, 900, 1100, true, true},
+		{"above the floor", 1000, 1050, 900, 1100, true, true},
+		{"coarse stamp below the floor", 1000, 900, 900, 1100, false, true},
+		{"a remote clock ahead of now", 1000, 5000, 900, 1100, false, true},
+		{"the coarse clock passed the floor", 1000, 1004, 1004, 1100, false, false},
+	}
+	for _, tt := range tests {
+		f, c := followsFloor(ts(tt.floor), ts(tt.stamp), ts(tt.coarse), ts(tt.now))
+		if f != tt.follows || c != tt.conclusive {
+			t.Errorf("%s: follows %v conclusive %v", tt.name, f, c)
+		}
+	}
+}
+
+// The merge judges a host entry by the fine clock only on the
+// filesystems it was given for; on any other, by the coarse one.
+func TestChangedDuringRunByFilesystem(t *testing.T) {
+	ts := func(ns int64) unix.Timespec { return unix.NsecToTimespec(ns) }
+	m := &merger{start: ts(1000), fine: ts(3000), fineDevs: []uint64{7}}
+	tests := []struct {
+		dev     uint64
+		ctime   int64
+		changed bool
+	}{
+		{7, 2000, false}, {7, 3000, true}, {7, 999, false},
+		{8, 2000, true}, {8, 1000, true}, {8, 999, false},
+	}
+	for _, tt := range tests {
+		st := &unix.Stat_t{Dev: tt.dev, Ctim: ts(tt.ctime)}
+		if got := m.changedDuringRun(st); got != tt.changed {
+			t.Errorf("device %d, ctime %d: changed %v", tt.dev, tt.ctime, got)
+		}
+	}
+}
