@@ -236,7 +236,9 @@ func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
 	}
 	dirs := []string{home}
 	for d := filepath.Dir(workspace); ; d = filepath.Dir(d) {
-		dirs = append(dirs, d)
+		if d != home { // a workspace in the home lists it once
+			dirs = append(dirs, d)
+		}
 		if d == filepath.Dir(d) {
 			break
 		}

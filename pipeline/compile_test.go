@@ -1,7 +1,10 @@
 package pipeline
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
@@ -61,5 +64,31 @@ func TestEnvCredentialDenies(t *testing.T) {
 	want := []string{"/usr/local/cargo/credentials", "/usr/local/cargo/credentials.toml", "/w/rel/docker/config.json", "/k/a", "/k/b", "/w/kc"}
 	if !slices.Equal(got, want) {
 		t.Errorf("denyRead %q, want %q", got, want)
+	}
+}
+
+// The .env files of the home and of every directory above the workspace
+// are denied, each once, also when the workspace lies in the home; those
+// inside the workspace stay readable.
+func TestDotEnvAboveTheWorkspace(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	ws := filepath.Join(home, "proj")
+	os.MkdirAll(ws, 0o755)
+	for _, p := range []string{filepath.Join(home, ".env"), filepath.Join(root, ".env.local"), filepath.Join(ws, ".env")} {
+		os.WriteFile(p, []byte("x"), 0o600)
+	}
+	var in fsrules.Input
+	defaultCredentialDenies(home, ws, &in)
+	var got []string
+	for _, r := range in.DenyRead {
+		if strings.Contains(filepath.Base(r.Pattern), ".env") {
+			got = append(got, r.Pattern)
+		}
+	}
+	slices.Sort(got)
+	want := []string{filepath.Join(root, ".env.local"), filepath.Join(home, ".env")}
+	if !slices.Equal(got, want) {
+		t.Errorf(".env denies %q, want %q", got, want)
 	}
 }
