@@ -113,22 +113,50 @@ func TestFollowsFloor(t *testing.T) {
 }
 
 // The merge judges a host entry by the fine clock only on the
-// filesystems it was given for; on any other, by the coarse one.
+// filesystems it was given for; on any other, by the coarse one; each as
+// precisely as the entry's stamp.
 func TestChangedDuringRunByFilesystem(t *testing.T) {
 	ts := func(ns int64) unix.Timespec { return unix.NsecToTimespec(ns) }
-	m := &merger{start: ts(1000), fine: ts(3000), fineDevs: []uint64{7}}
+	m := &merger{start: ts(987), fine: ts(3000), fineDevs: []uint64{7}}
 	tests := []struct {
 		dev     uint64
 		ctime   int64
 		changed bool
 	}{
-		{7, 2000, false}, {7, 3000, true}, {7, 999, false},
-		{8, 2000, true}, {8, 1000, true}, {8, 999, false},
+		{7, 2000, false}, {7, 3000, true}, {7, 999, false}, {7, 2999, false},
+		{8, 2000, true}, {8, 1000, true}, {8, 986, false}, {8, 987, true},
+		// Stamps of 100 ns precision: the start's 100 ns, and before.
+		{8, 900, true}, {8, 800, false},
 	}
 	for _, tt := range tests {
 		st := &unix.Stat_t{Dev: tt.dev, Ctim: ts(tt.ctime)}
 		if got := m.changedDuringRun(st); got != tt.changed {
 			t.Errorf("device %d, ctime %d: changed %v", tt.dev, tt.ctime, got)
+		}
+	}
+}
+
+// A filesystem that keeps whole seconds stamps a change made after the
+// start, in the same second, with a time before it: the start is
+// truncated as the stamp is.
+func TestChangedDuringRunCoarseStamps(t *testing.T) {
+	start := unix.Timespec{Sec: 1001, Nsec: 700_000_000}
+	m := &merger{start: start}
+	tests := []struct {
+		ctime   unix.Timespec
+		changed bool
+	}{
+		{unix.Timespec{Sec: 1001}, true},                     // 1 s stamps, same second
+		{unix.Timespec{Sec: 1000}, true},                     // 2 s stamps (FAT) of the same two seconds
+		{unix.Timespec{Sec: 999}, false},                     // before
+		{unix.Timespec{Sec: 1001, Nsec: 600_000_000}, false}, // 100 ms stamps, before
+		{unix.Timespec{Sec: 1001, Nsec: 700_000_000}, true},
+		{unix.Timespec{Sec: 1001, Nsec: 700_000_001}, true},
+		{unix.Timespec{Sec: 1001, Nsec: 699_999_999}, false},
+	}
+	for _, tt := range tests {
+		if got := m.changedDuringRun(&unix.Stat_t{Ctim: tt.ctime}); got != tt.changed {
+			t.Errorf("ctime %v, start %v: changed %v", tt.ctime, start, got)
 		}
 	}
 }

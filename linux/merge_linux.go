@@ -199,12 +199,31 @@ func coarseNow() unix.Timespec {
 	return ts
 }
 
+// changedDuringRun reports whether a host entry changed at or after the
+// run's start, as precisely as its filesystem stamps: one that keeps whole
+// seconds (ext4 with small inodes), two (FAT) or 100 ns stamps a change
+// made after the start with a time truncated below it, so the start is
+// truncated as the entry's stamp is ([truncateLike]).
 func (m *merger) changedDuringRun(st *unix.Stat_t) bool {
 	start := m.start
 	if slices.Contains(m.fineDevs, st.Dev) {
 		start = m.fine
 	}
-	return !after(start, st.Ctim)
+	return !after(truncateLike(start, st.Ctim), st.Ctim)
+}
+
+// truncateLike truncates t to the precision stamp appears to have: as
+// many trailing decimal zeros in its nanoseconds, or, with none at all,
+// an even second.
+func truncateLike(t, stamp unix.Timespec) unix.Timespec {
+	if stamp.Nsec == 0 {
+		return unix.Timespec{Sec: t.Sec &^ 1}
+	}
+	g := int64(1)
+	for stamp.Nsec%(g*10) == 0 {
+		g *= 10
+	}
+	return unix.Timespec{Sec: t.Sec, Nsec: t.Nsec - t.Nsec%g}
 }
 
 // scope is where an entry lies: its writable root, its host path and the
@@ -411,7 +430,10 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		m.would(c)
 		return
 	}
-	if err := m.place(up, host, name, st, s.path); err != nil {
+	if hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR {
+		hst = nil // removed above
+	}
+	if err := m.place(up, host, name, st, hst, s.path); err != nil {
 		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
 			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path, Saved: saved, Why: err.Error()})
 		} else {
@@ -484,14 +506,17 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 // place puts the upper entry at name in the host directory, replacing what
 // is there in one step: a rename from the upper layer when it is on the
 // same file system, else a complete copy renamed into place.
-func (m *merger) place(up, host int, name string, st *unix.Stat_t, path string) error {
+//
+// hst is the host entry as the merge checked it (nil: there was none):
+// one that changed or appeared since is never replaced ([errHostChanged]).
+func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path string) error {
 	dir := filepath.Dir(path)
 	// An inode seen before under another name (its link count may have
 	// dropped since: a copied name leaves the upper layer).
 	key := [2]uint64{st.Dev, st.Ino}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		if prev, ok := m.links[key]; ok {
-			err := m.viaTemp(host, name, dir, func(tmp string) error {
+			err := m.viaTemp(host, name, dir, hst, func(tmp string) error {
 				return unix.Linkat(prev.dirFD, prev.name, host, tmp, 0)
 			})
 			if err == nil {
@@ -506,7 +531,7 @@ func (m *merger) place(up, host int, name string, st *unix.Stat_t, path string) 
 		}
 	}
 	if !m.copyOnly {
-		err := unix.Renameat(up, name, host, name)
+		err := renameUnchanged(up, name, host, name, hst)
 		if err == nil {
 			m.remember(st, host, name)
 			return nil
@@ -519,15 +544,15 @@ func (m *merger) place(up, host int, name string, st *unix.Stat_t, path string) 
 	var err error
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		err = m.copyFile(up, host, name, st, dir)
+		err = m.copyFile(up, host, name, st, hst, dir)
 	case unix.S_IFLNK:
 		target, rerr := readlinkat(up, name)
 		if rerr != nil {
 			return rerr
 		}
-		err = m.viaTemp(host, name, dir, func(tmp string) error { return unix.Symlinkat(target, host, tmp) })
+		err = m.viaTemp(host, name, dir, hst, func(tmp string) error { return unix.Symlinkat(target, host, tmp) })
 	case unix.S_IFIFO:
-		err = m.viaTemp(host, name, dir, func(tmp string) error { return unix.Mkfifoat(host, tmp, fileMode(st)) })
+		err = m.viaTemp(host, name, dir, hst, func(tmp string) error { return unix.Mkfifoat(host, tmp, fileMode(st)) })
 	}
 	if err == nil {
 		m.remember(st, host, name)
@@ -539,7 +564,7 @@ func (m *merger) place(up, host int, name string, st *unix.Stat_t, path string) 
 // copyFile copies the upper file into an anonymous file in the host
 // directory, with its mode and times, links it under a journaled temporary
 // name and renames that over name: the host never sees a partial file.
-func (m *merger) copyFile(up, host int, name string, st *unix.Stat_t, dir string) error {
+func (m *merger) copyFile(up, host int, name string, st, hst *unix.Stat_t, dir string) error {
 	src, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -564,14 +589,15 @@ func (m *merger) copyFile(up, host int, name string, st *unix.Stat_t, dir string
 	if err := out.Sync(); err != nil {
 		return err
 	}
-	return m.viaTemp(host, name, dir, func(tmp string) error {
+	return m.viaTemp(host, name, dir, hst, func(tmp string) error {
 		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), host, tmp, unix.AT_SYMLINK_FOLLOW)
 	})
 }
 
 // viaTemp makes an entry under a journaled temporary name with mk, then
-// renames it over name (dir is the host directory's path, for the journal).
-func (m *merger) viaTemp(host int, name, dir string, mk func(tmp string) error) error {
+// renames it over name (dir is the host directory's path, for the journal)
+// unless the host entry changed since hst ([renameUnchanged]).
+func (m *merger) viaTemp(host int, name, dir string, hst *unix.Stat_t, mk func(tmp string) error) error {
 	tmp, err := m.tmp.next(dir)
 	if err != nil {
 		return err
@@ -579,11 +605,46 @@ func (m *merger) viaTemp(host int, name, dir string, mk func(tmp string) error) 
 	if err := mk(tmp); err != nil {
 		return err
 	}
-	if err := unix.Renameat(host, tmp, host, name); err != nil {
+	if err := renameUnchanged(host, tmp, host, name, hst); err != nil {
 		_ = unix.Unlinkat(host, tmp, 0)
 		return err
 	}
 	return nil
+}
+
+// errHostChanged says a host entry changed, or appeared, while the merge
+// prepared the command's version (a large file takes a while to copy).
+var errHostChanged = errors.New("changed on the host while the merge applied the command's version")
+
+// renameUnchanged renames from over to when the host entry at to is still
+// hst (nil: still absent), checked just before: the same inode with the
+// same change time, modification time and size. A new entry is never
+// replaced (RENAME_NOREPLACE where the filesystem has it).
+func renameUnchanged(fromDir int, from string, toDir int, to string, hst *unix.Stat_t) error {
+	if hst == nil {
+		err := unix.Renameat2(fromDir, from, toDir, to, unix.RENAME_NOREPLACE)
+		switch {
+		case errors.Is(err, unix.EEXIST):
+			return errHostChanged
+		case !errors.Is(err, unix.EINVAL):
+			return err
+		}
+	}
+	var now unix.Stat_t
+	err := unix.Fstatat(toDir, to, &now, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case hst == nil && !errors.Is(err, unix.ENOENT):
+		return errHostChanged
+	case hst != nil && (err != nil || !sameState(&now, hst)):
+		return errHostChanged
+	}
+	return unix.Renameat(fromDir, from, toDir, to)
+}
+
+// sameState reports whether two stats of a host entry show no change
+// between them.
+func sameState(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Ctim == b.Ctim && a.Mtim == b.Mtim && a.Size == b.Size && a.Mode == b.Mode
 }
 
 func (m *merger) remember(st *unix.Stat_t, host int, name string) {

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -486,5 +487,60 @@ func TestFileClockCoversEveryStamp(t *testing.T) {
 	before := time.Now()
 	if fc := FileClock(filepath.Join(dir, "missing")); fc.Before(before) {
 		t.Errorf("FileClock of a missing dir %v is before now %v", fc, before)
+	}
+}
+
+// renameUnchanged replaces a host entry only if it is still as the merge
+// checked it, and never replaces one that appeared meanwhile: a host edit
+// made while a large file was copied is kept.
+func TestRenameUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	host, tmp := filepath.Join(dir, "f"), filepath.Join(dir, "tmp")
+	stat := func() *unix.Stat_t {
+		var st unix.Stat_t
+		if err := unix.Lstat(host, &st); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	tests := []struct {
+		name    string
+		before  bool   // the host entry exists when checked
+		between func() // the host's doing after the check
+		want    error  // nil: replaced
+		content string // the host file afterwards
+	}{
+		{"unchanged", true, func() {}, nil, "sandbox"},
+		{"edited", true, func() { write(t, host, "host edit") }, errHostChanged, "host edit"},
+		{"same size, old times", true, func() {
+			write(t, host, "HOST")
+			os.Chtimes(host, time.Unix(1e9, 0), time.Unix(1e9, 0))
+		}, errHostChanged, "HOST"},
+		{"replaced", true, func() { write(t, tmp+"2", "other"); os.Rename(tmp+"2", host) }, errHostChanged, "other"},
+		{"still absent", false, func() {}, nil, "sandbox"},
+		{"appeared", false, func() { write(t, host, "new on host") }, errHostChanged, "new on host"},
+	}
+	for _, tt := range tests {
+		os.Remove(host)
+		var hst *unix.Stat_t
+		if tt.before {
+			write(t, host, "host")
+			hst = stat()
+		}
+		tt.between()
+		write(t, tmp, "sandbox")
+		err := renameUnchanged(fd, "tmp", fd, "f", hst)
+		if !errors.Is(err, tt.want) && err != tt.want {
+			t.Errorf("%s: err %v, want %v", tt.name, err, tt.want)
+		}
+		if b, _ := os.ReadFile(host); string(b) != tt.content {
+			t.Errorf("%s: host holds %q, want %q", tt.name, b, tt.content)
+		}
+		os.Remove(tmp)
 	}
 }
