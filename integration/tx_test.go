@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -658,4 +659,32 @@ func TestStateDirThroughALink(t *testing.T) {
 	if r.code != 0 || r.stdout != "0\nstarted\n" {
 		t.Errorf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// A file or directory the host removes or renames while the command
+// changes it is not put back by the merge: a conflict, the command's
+// version saved aside. A file the command renames itself is applied.
+func TestHostRemovalDuringRunStays(t *testing.T) {
+	e := newEnv(t)
+	e.write("f", "host0\n")
+	e.write("d/keep", "k\n")
+	e.write("moved", "m\n")
+	cmd := e.startReady(nil, "run", "-c", "echo sandbox >> f; echo z > d/z; echo ready; sleep 1.5")
+	os.Rename(e.path("f"), e.path("f.bak"))
+	os.RemoveAll(e.path("d"))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 122 {
+		t.Errorf("exit %v, want 122 (conflicts)", err)
+	}
+	assertAbsent(t, e.path("f"))
+	assertAbsent(t, e.path("d"))
+	assertContent(t, e.path("f.bak"), "host0\n")
+	// No host change in the directory: the command's rename is applied.
+	r := e.sh("echo more >> moved; mv moved renamed")
+	if r.code != 0 {
+		t.Fatalf("rename: exit %d: %s", r.code, r.stderr)
+	}
+	assertAbsent(t, e.path("moved"))
+	assertContent(t, e.path("renamed"), "m\nmore\n")
 }
