@@ -160,3 +160,29 @@ func TestChangedDuringRunCoarseStamps(t *testing.T) {
 		}
 	}
 }
+
+// mountsBelow names the mount points inside a directory, as mountinfo
+// writes them (a space is \040).
+func TestMountsBelow(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/x\134y`: `/x\y`, `/plain`: "/plain", `/end\04`: `/end\04`} {
+		if got := unescapeMountPath(in); got != want {
+			t.Errorf("unescape %q = %q, want %q", in, got, want)
+		}
+	}
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "a b")
+	os.Mkdir(sub, 0o755)
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, ""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a tmpfs: %v", err)
+		}
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	if got := mountsBelow(dir); !slices.Equal(got, []string{sub}) {
+		t.Errorf("mounts below %s: %q", dir, got)
+	}
+	if got := mountsBelow(sub); len(got) != 0 {
+		t.Errorf("mounts below %s: %q", sub, got)
+	}
+}

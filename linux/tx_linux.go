@@ -536,11 +536,51 @@ func (t *txMounts) mountRoot(i int, mounted *[]string) error {
 	fdPath := "/proc/self/fd/" + strconv.Itoa(r.fd)
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,userxattr", fdPath, r.up, work)
 	if err := unix.Mount("sbx-overlay", fdPath, "overlay", 0, opts); err != nil {
+		if m := mountsBelow(r.path); errors.Is(err, unix.EINVAL) && len(m) > 0 {
+			return fmt.Errorf("overlay over %s: %w: it holds mount points (%s), which the kernel does not let an overlay made in a user namespace take as its lower layer: unmount them, or run sbx in a directory that holds none", r.path, err, strings.Join(m, ", "))
+		}
 		return fmt.Errorf("overlay over %s: %w", r.path, err)
 	}
 	*mounted = append(*mounted, r.path)
 	r.mounted = true
 	return nil
+}
+
+// mountsBelow lists the mount points strictly below dir (this process's
+// view, /proc/self/mountinfo), at most five.
+func mountsBelow(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		p := unescapeMountPath(f[4])
+		if strings.HasPrefix(p, dir+"/") && !slices.Contains(out, p) && len(out) < 5 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPath(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+3 < len(p) {
+			if n, err := strconv.ParseUint(p[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
 }
 
 // merge applies every root's upper layer (or file copy) to the host, under
