@@ -688,3 +688,42 @@ func TestHostRemovalDuringRunStays(t *testing.T) {
 	assertAbsent(t, e.path("moved"))
 	assertContent(t, e.path("renamed"), "m\nmore\n")
 }
+
+// The helper killed during its merge, sbx alive: sbx says the command ran
+// and its merge was cut short, not that nothing was run; the next clean
+// completes it.
+func TestHelperKilledMidMergeIsReported(t *testing.T) {
+	e := newEnv(t)
+	state := filepath.Join(e.home, ".local/state/sbx")
+	cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 5); do echo $i > f$i; done`)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=2")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var paused []string
+	if !waitFor(20*time.Second, func() bool {
+		paused, _ = filepath.Glob(filepath.Join(state, "runs/*/paused"))
+		return len(paused) == 1
+	}) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the merge never paused")
+	}
+	var h struct{ PID int }
+	if err := readJSONFile(filepath.Join(filepath.Dir(paused[0]), "helper.json"), &h); err != nil || h.PID <= 0 {
+		t.Fatalf("helper record: %v", err)
+	}
+	syscall.Kill(h.PID, syscall.SIGKILL)
+	cmd.Wait()
+	if msg := stderr.String(); !strings.Contains(msg, "the command ran, but the transaction helper died before its merge was complete") || strings.Contains(msg, "nothing was run") {
+		t.Errorf("stderr: %s", msg)
+	}
+	if r := e.sbx("doctor", "--clean", "--json"); r.code != 0 {
+		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	for i := 1; i <= 5; i++ {
+		assertContent(t, e.path(fmt.Sprintf("f%d", i)), fmt.Sprintf("%d\n", i))
+	}
+}

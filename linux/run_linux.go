@@ -819,7 +819,7 @@ func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapO
 	if r.cgErr != nil {
 		return fmt.Errorf("%w: the command could not join its cgroup: %v", pipeline.ErrUnavailable, r.cgErr)
 	}
-	if err := r.txResult(); err != nil {
+	if err := r.txResult(initRan); err != nil {
 		return err
 	}
 	if !known {

@@ -144,11 +144,17 @@ func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error)
 }
 
 // txResult reads the helper's report into the result: a transaction that
-// could not be set up stops the run with an error (nothing ran).
-func (r *run) txResult() error {
+// could not be set up stops the run with an error (nothing ran); a helper
+// that died says whether the command ran (initRan).
+func (r *run) txResult(initRan bool) error {
 	rep := r.txRep
-	if rep == nil {
+	switch {
+	case rep == nil && !initRan:
 		return fmt.Errorf("%w: the transaction helper exited without a report; the command's writes are kept in %s and the next run (or sbx doctor --clean) merges them", pipeline.ErrUnavailable, r.runDir)
+	case rep == nil && r.budgetStage != "":
+		return fmt.Errorf("the command ran, but the transaction helper died before its merge was complete: part of the command's writes may be applied, and the rest, staged in the memory-backed disk budget, is gone")
+	case rep == nil:
+		return fmt.Errorf("the command ran, but the transaction helper died before its merge was complete: part of the command's writes may be applied; the rest is kept in %s and the next run (or sbx doctor --clean) merges it", r.runDir)
 	}
 	if rep.Error != "" {
 		what := "the writable roots cannot be made transactional here"
