@@ -83,8 +83,9 @@ type TxSpec struct {
 // is sent to the init: from Clock on, a change the host makes to a file of
 // a writable root is a conflict (a warm sandbox waits between its launch
 // and its command, and the host's changes meanwhile are its starting
-// point, not conflicts). On the filesystems FineDevs names (multigrain
-// timestamps), Fine, a later time, takes Clock's place.
+// point, not conflicts). On the filesystems FineDevs names (those seen to
+// follow the kernel's timestamp floor), Fine, a later time, takes Clock's
+// place.
 type TxStart struct {
 	Clock    *unix.Timespec `json:"clock"`
 	Fine     *unix.Timespec `json:"fine,omitempty"`
