@@ -403,6 +403,26 @@ func savedPath(stderr string) string {
 	return ""
 }
 
+// pausedHelper waits until the merge of cmd's run (started with
+// SBX_TEST_MERGE_PAUSE) has paused, and returns its helper's pid.
+func pausedHelper(t *testing.T, state string, cmd *exec.Cmd) int {
+	t.Helper()
+	var paused []string
+	if !waitFor(20*time.Second, func() bool {
+		paused, _ = filepath.Glob(filepath.Join(state, "runs/*/paused"))
+		return len(paused) == 1
+	}) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the merge never paused")
+	}
+	var h struct{ PID int }
+	if err := readJSONFile(filepath.Join(filepath.Dir(paused[0]), "helper.json"), &h); err != nil || h.PID <= 0 {
+		t.Fatalf("helper record: %v", err)
+	}
+	return h.PID
+}
+
 // The helper killed in the middle of its merge: the next sbx doctor
 // --clean completes it; no temporary is left, nothing is lost.
 func TestMergeKilledMidway(t *testing.T) {
@@ -415,20 +435,7 @@ func TestMergeKilledMidway(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		var paused []string
-		if !waitFor(20*time.Second, func() bool {
-			paused, _ = filepath.Glob(filepath.Join(state, "runs/*/paused"))
-			return len(paused) == 1
-		}) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("pause %d: the merge never paused", pause)
-		}
-		var h struct{ PID int }
-		if err := readJSONFile(filepath.Join(filepath.Dir(paused[0]), "helper.json"), &h); err != nil || h.PID <= 0 {
-			t.Fatalf("helper record: %v", err)
-		}
-		syscall.Kill(h.PID, syscall.SIGKILL)
+		syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
 		cmd.Process.Kill()
 		cmd.Wait()
 		r := e.sbx("doctor", "--clean", "--json")
@@ -702,20 +709,7 @@ func TestHelperKilledMidMergeIsReported(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var paused []string
-	if !waitFor(20*time.Second, func() bool {
-		paused, _ = filepath.Glob(filepath.Join(state, "runs/*/paused"))
-		return len(paused) == 1
-	}) {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("the merge never paused")
-	}
-	var h struct{ PID int }
-	if err := readJSONFile(filepath.Join(filepath.Dir(paused[0]), "helper.json"), &h); err != nil || h.PID <= 0 {
-		t.Fatalf("helper record: %v", err)
-	}
-	syscall.Kill(h.PID, syscall.SIGKILL)
+	syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
 	cmd.Wait()
 	if msg := stderr.String(); !strings.Contains(msg, "the command ran, but the transaction helper died before its merge was complete") || strings.Contains(msg, "nothing was run") {
 		t.Errorf("stderr: %s", msg)

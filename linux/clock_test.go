@@ -63,13 +63,7 @@ func TestConflictClockSubmount(t *testing.T) {
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "mnt")
 	os.Mkdir(sub, 0o755)
-	if err := unix.Mount("ramfs", sub, "ramfs", 0, ""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cannot mount a ramfs: %v", err)
-		}
-		t.Skipf("cannot mount a ramfs: %v", err)
-	}
-	defer unix.Unmount(sub, unix.MNT_DETACH)
+	mountOrSkip(t, "ramfs", sub)
 	e := &Executor{StateDir: t.TempDir()}
 	p := filepath.Join(sub, "f")
 	for i := 0; i < 50; i++ {
@@ -172,17 +166,24 @@ func TestMountsBelow(t *testing.T) {
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "a b")
 	os.Mkdir(sub, 0o755)
-	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, ""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cannot mount a tmpfs: %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	defer unix.Unmount(sub, unix.MNT_DETACH)
+	mountOrSkip(t, "tmpfs", sub)
 	if got := mountsBelow(dir); !slices.Equal(got, []string{sub}) {
 		t.Errorf("mounts below %s: %q", dir, got)
 	}
 	if got := mountsBelow(sub); len(got) != 0 {
 		t.Errorf("mounts below %s: %q", sub, got)
 	}
+}
+
+// mountOrSkip mounts a filesystem of type fs at dir until the test ends;
+// where that cannot be done it skips, or, in CI, fails.
+func mountOrSkip(t *testing.T, fs, dir string) {
+	t.Helper()
+	if err := unix.Mount(fs, dir, fs, 0, ""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a %s: %v", fs, err)
+		}
+		t.Skipf("cannot mount a %s: %v", fs, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 }
