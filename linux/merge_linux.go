@@ -230,9 +230,6 @@ func truncateLike(t, stamp unix.Timespec) unix.Timespec {
 // innermost git directory holding it.
 type scope struct {
 	root, path, git string
-	// hostDirChanged says the host directory holding the entry changed
-	// during the run, before the merge touched it (see removedOnHost).
-	hostDirChanged bool
 }
 
 func (s scope) child(name string) scope {
@@ -264,8 +261,6 @@ func (m *merger) dir(up, host int, s scope, opaque bool) {
 		m.lose(s.path, err)
 		return
 	}
-	var hd unix.Stat_t
-	dirChanged := host >= 0 && unix.Fstat(host, &hd) == nil && m.changedDuringRun(&hd)
 	if opaque && host >= 0 {
 		hostNames, err := readNames(host)
 		if err != nil {
@@ -286,9 +281,7 @@ func (m *merger) dir(up, host int, s scope, opaque bool) {
 		}
 	}
 	for _, name := range names {
-		c := s.child(name)
-		c.hostDirChanged = dirChanged
-		m.entry(up, host, name, c)
+		m.entry(up, host, name, s.child(name))
 	}
 }
 
@@ -359,9 +352,6 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		}
 		if hst != nil && !m.remove(host, name, s) {
 			m.conflict(s.path, up, name)
-			return
-		}
-		if hst == nil && m.removedOnHost(up, name, s) {
 			return
 		}
 		if m.discard {
@@ -435,9 +425,6 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 			m.conflict(s.path, up, name)
 			return
 		}
-	}
-	if hst == nil && m.removedOnHost(up, name, s) {
-		return
 	}
 	if m.discard {
 		m.would(c)
@@ -803,34 +790,6 @@ func (m *merger) refuse(r *fsrules.Refusal, up int, name string) {
 }
 
 // conflict keeps the host's version of path and saves the command's.
-// removedOnHost keeps aside (a conflict) an upper entry the host has no
-// entry for that the command did not make: overlayfs marks an entry it
-// copied up from the host with user.overlay.origin, so the host had it
-// when the command first changed it, and it is gone now: the host removed
-// or renamed it during the run, and putting the command's version back
-// would undo that. A copied-up entry the command itself renamed looks the
-// same; it is taken for one the host removed only when the host changed
-// that directory during the run. It reports whether it kept the entry
-// aside.
-func (m *merger) removedOnHost(up int, name string, s scope) bool {
-	if !s.hostDirChanged {
-		return false
-	}
-	_, err := unix.Lgetxattr("/proc/self/fd/"+strconv.Itoa(up)+"/"+name, "user.overlay.origin", nil)
-	if err != nil && !errors.Is(err, unix.ERANGE) {
-		return false
-	}
-	c := Conflict{Path: s.path, Why: "removed or renamed on the host during the run"}
-	if !m.discard {
-		if c.Saved = m.saves.save(m, "conflicts", s.path, up, name); c.Saved == "" {
-			m.lose(s.path, errors.New("removed or renamed on the host during the run, and the command's version could not be saved"))
-			return true
-		}
-	}
-	m.rep.Conflicts = append(m.rep.Conflicts, c)
-	return true
-}
-
 func (m *merger) conflict(path string, up int, name string) {
 	c := Conflict{Path: path}
 	if !m.discard {
