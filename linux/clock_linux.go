@@ -5,6 +5,7 @@ package linux
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -13,7 +14,9 @@ import (
 
 // conflictClock is the conflict clock of a command about to start after
 // a call that came at called (a [FileClock] value): a time after called
-// that every change made from now on to a writable root reaches. Once
+// that every change made from now on to a writable root reaches. On a
+// filesystem stamping whole seconds it is the next even second
+// ([secondAfter]): the command waits for it, up to two seconds. Once
 // the coarse clock has passed called, it is the coarse clock. Before
 // that, when the filesystem of every writable root takes its stamps from
 // this kernel's clock with its floor (Linux 6.13 and later), those
@@ -25,6 +28,13 @@ import (
 // host's version kept, nothing lost). Otherwise the command waits for the
 // coarse clock to pass called (one tick at most).
 func (e *Executor) conflictClock(called unix.Timespec, roots []fsrules.Path) TxStart {
+	if wholeSeconds(roots) {
+		t := secondAfter(called)
+		for after(t, coarseNow()) {
+			time.Sleep(time.Millisecond)
+		}
+		return TxStart{Clock: &t}
+	}
 	if c := coarseNow(); after(c, called) {
 		return TxStart{Clock: &c}
 	}
@@ -36,6 +46,28 @@ func (e *Executor) conflictClock(called unix.Timespec, roots []fsrules.Path) TxS
 	}
 	c := clockAfter(called)
 	return TxStart{Clock: &c}
+}
+
+// wholeSeconds reports whether a root is on a filesystem that stamps
+// whole seconds (ext4 with 128-byte inodes; FAT keeps two): its change
+// time, which no one can set, has no nanoseconds.
+func wholeSeconds(roots []fsrules.Path) bool {
+	for _, r := range roots {
+		var st unix.Stat_t
+		if unix.Stat(r.Path, &st) == nil && st.Ctim.Nsec == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// secondAfter is the conflict clock on a filesystem stamping whole
+// seconds: the first even second after called. A change made before the
+// call is stamped with a second before it, one made once the coarse clock
+// has reached it with that second or a later one, two-second stamps
+// included; the command waits up to two seconds for it.
+func secondAfter(called unix.Timespec) unix.Timespec {
+	return unix.Timespec{Sec: (called.Sec + 2) &^ 1}
 }
 
 // after reports whether a is later than b.

@@ -187,3 +187,26 @@ func mountOrSkip(t *testing.T, fs, dir string) {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 }
+
+// On a filesystem stamping whole (or two) seconds, the clock is the next
+// even second: a change stamped in the call's second is before it, one
+// stamped at or after it is during the run, as the merge judges them.
+func TestSecondAfter(t *testing.T) {
+	for _, called := range []unix.Timespec{{Sec: 10, Nsec: 300}, {Sec: 11, Nsec: 999_999_999}, {Sec: 10}} {
+		start := secondAfter(called)
+		if start.Nsec != 0 || start.Sec%2 != 0 || !after(start, called) || start.Sec > called.Sec+2 {
+			t.Fatalf("secondAfter(%v) = %v", called, start)
+		}
+		m := &merger{start: start}
+		for _, before := range []int64{called.Sec, called.Sec &^ 1} {
+			if m.changedDuringRun(&unix.Stat_t{Ctim: unix.Timespec{Sec: before}}) {
+				t.Errorf("called %v: a change stamped %d (before the call) is taken for one during the run", called, before)
+			}
+		}
+		for _, during := range []int64{start.Sec, start.Sec + 1} {
+			if !m.changedDuringRun(&unix.Stat_t{Ctim: unix.Timespec{Sec: during}}) {
+				t.Errorf("called %v: a change stamped %d (during the run) is taken for one before it", called, during)
+			}
+		}
+	}
+}
