@@ -171,3 +171,67 @@ func tryFloor(dir, state string) bool {
 	follows, _ := followsFloor(floor, stamp, coarse, now)
 	return follows
 }
+
+// clockAfter is the conflict clock for a command that starts now, after a
+// call that came at called (see [FileClock]): the coarse clock once it
+// has passed called. A change the host made before the call has a ctime
+// not after called, so it is older than that value; a change made after
+// the clock was read has a ctime not before it, whatever its granularity
+// (a coarse stamp is the coarse clock, a fine one is later). The wait is
+// one tick at most when called is a FileClock value, longer when it is
+// the fine clock (the coarse clock lags it by one to two ticks).
+func clockAfter(called unix.Timespec) unix.Timespec {
+	for {
+		c := coarseNow()
+		if c.Sec > called.Sec || c.Sec == called.Sec && c.Nsec > called.Nsec {
+			return c
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+}
+
+// FileClock returns a time no file change made so far has a later ctime
+// than, usually well before now: the change time of a new unnamed file in
+// dir (O_TMPFILE, nothing is left in dir). A file's ctime is the coarse
+// clock (one tick behind), or, on filesystems with multigrain timestamps
+// (Linux 6.13 and later) when the file was looked at since its last
+// change, the fine clock; the kernel keeps every later stamp at or above
+// the latest fine one (a global floor), which a new file's stamp shows.
+// When dir cannot hold such a file, FileClock returns now, which is later
+// than every stamp and only makes the next command wait for the coarse
+// clock to pass it. The stamp is kept between the coarse clock and now (a
+// filesystem whose stamps come from another machine's clock cannot make
+// the wait longer, or let a change stamped in this tick pass for one made
+// during the run). Every filesystem that takes its stamps from the
+// kernel's clock shows the floor, multigrain or not; a dir on one that
+// takes them from elsewhere (a network filesystem) does not: a change
+// stamped finely on another filesystem in the tick before may then be
+// taken for one made during the run (a conflict reported, the command's
+// version saved aside; nothing lost).
+func FileClock(dir string) time.Time {
+	floor := coarseNow()
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return time.Now()
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	now := time.Now()
+	c := time.Unix(st.Ctim.Unix())
+	switch {
+	case err != nil || c.After(now):
+		return now
+	case c.Before(time.Unix(floor.Unix())):
+		return time.Unix(floor.Unix())
+	}
+	return c
+}
+
+// coarseNow is the clock file timestamps are taken from: a change made
+// after it has a ctime not before it.
+func coarseNow() unix.Timespec {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
+	return ts
+}
