@@ -637,19 +637,47 @@ func (c *countConn) ReadFrom(r io.Reader) (int64, error) {
 	return total + n, err
 }
 
-// WriteTo keeps splice paths of the wrapped connection.
+// WriteTo copies the upstream's bytes to w with reads and writes through
+// a large buffer (copyStream), not splice: see copyStream.
 func (c *countConn) WriteTo(w io.Writer) (int64, error) {
 	c.active.Add(1)
 	defer c.active.Add(-1)
-	// Hand the raw connection to a ReaderFrom (frontConn splices from it).
-	if rf, ok := w.(io.ReaderFrom); ok {
-		n, err := rf.ReadFrom(c.Conn)
-		c.down.Add(n)
-		return n, err
-	}
-	n, err := io.Copy(w, c.Conn)
+	n, err := copyStream(w, c.Conn)
 	c.down.Add(n)
 	return n, err
+}
+
+// copyStream copies r to w until r ends, through a buffer that starts at
+// 32 KiB and doubles, up to 256 KiB, while reads fill it. It deliberately
+// hides w's ReadFrom and r's WriteTo: between two loopback TCP sockets
+// the kernel's splice moved a TLS download 10-20% slower than these
+// plain reads and writes (100 MiB, 2 vCPUs, medians of 15 interleaved
+// downloads: 501 vs 591 MB/s; direct 795), and no faster for plain HTTP.
+func copyStream(w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+			if m < n {
+				return total, io.ErrShortWrite
+			}
+			if n == len(buf) && len(buf) < copyBufSize {
+				buf = make([]byte, 2*len(buf))
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }
 
 // upstream wraps a tunnel's upstream connection: bytes are counted and
