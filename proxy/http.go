@@ -206,7 +206,13 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	}
 	ctx.UserData = st
 	ctx.RoundTripper = st
-	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)), nil
+	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
+	// "Connection: close" is hop-by-hop: the client's connection closes
+	// after this answer (the server keeps r's flag), while the upstream
+	// one may serve the next request to the same host, as it does for a
+	// client that keeps its connection.
+	out.Close = false
+	return out, nil
 }
 
 // onResponse reports an HTTP request once its response body is done.

@@ -628,3 +628,46 @@ func TestWebSocketThroughHTTPProxy(t *testing.T) {
 		t.Errorf("bound host: status %q, want 502", status)
 	}
 }
+
+// TestConnectionCloseIsHopByHop: a client's "Connection: close" closes its
+// own connection after the answer, not the proxy's upstream one, which the
+// next request to the host reuses.
+func TestConnectionCloseIsHopByHop(t *testing.T) {
+	var conns, hits atomic.Int32
+	var closeSeen atomic.Bool
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.Close {
+			closeSeen.Store(true)
+		}
+		io.WriteString(w, "ok")
+	}))
+	be.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	be.Start()
+	t.Cleanup(be.Close)
+	h := newHarness(t, []string{"127.0.0.1"}, nil)
+	hostport := be.Listener.Addr().String()
+	const n = 5
+	for i := 0; i < n; i++ {
+		c := h.dial()
+		fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", hostport, hostport)
+		out, err := io.ReadAll(c) // ends only when the proxy closes
+		c.Close()
+		if err != nil || !strings.HasPrefix(string(out), "HTTP/1.1 200") {
+			t.Fatalf("request %d: %v %q", i, err, firstLine(string(out)))
+		}
+	}
+	if hits.Load() != n {
+		t.Errorf("backend hits %d, want %d", hits.Load(), n)
+	}
+	if got := conns.Load(); got > 2 {
+		t.Errorf("backend saw %d connections for %d requests: the upstream one was not reused", got, n)
+	}
+	if closeSeen.Load() {
+		t.Error("the client's Connection: close went upstream")
+	}
+}
