@@ -3,7 +3,9 @@
 // Command benchproxy measures download throughput through sbx's proxy
 // against a direct download from the same local server, in one run:
 // plain HTTP through the HTTP proxy, HTTPS through CONNECT, HTTP through
-// SOCKS5, and optionally through Anthropic's srt. It also samples the peak
+// SOCKS5, and optionally through Anthropic's srt; and through a bare relay
+// (no sandbox, no checks: plain copies between two loopback sockets in its
+// own process), the floor any proxy pays on this host. It also samples the peak
 // RSS of the sbx process tree (sbx, bubblewrap and the in-sandbox init; not
 // the command) idle and during 3 parallel downloads.
 //
@@ -64,7 +66,12 @@ func main() {
 	count := flag.Int("count", 0, "client: requests")
 	rawURL := flag.String("url", "", "client: the URL")
 	proxyURL := flag.String("proxy", "", "client: the proxy URL")
+	relayTo := flag.String("relay", "", "run as a bare relay to this address")
 	flag.Parse()
+	if *relayTo != "" {
+		exitOn(runRelay(*relayTo))
+		return
+	}
 	if *client != "" {
 		exitOn(runClient(*rawURL, *proxyURL, *count, *client == "fresh"))
 		return
@@ -94,6 +101,12 @@ func main() {
 	}
 	httpURL := fmt.Sprintf("http://127.0.0.1:%d/f", pp)
 	httpsURL := fmt.Sprintf("https://127.0.0.1:%d/f", tp)
+	plainRelay, stopPlain, err := startRelay(fmt.Sprintf("127.0.0.1:%d", pp))
+	exitOn(err)
+	defer stopPlain()
+	tlsRelay, stopTLS, err := startRelay(fmt.Sprintf("127.0.0.1:%d", tp))
+	exitOn(err)
+	defer stopTLS()
 	sbxRun := func(script string) []string {
 		return []string{*sbx, "run", "--allow-domain", "127.0.0.1", "-c", script}
 	}
@@ -110,6 +123,8 @@ func main() {
 		{"sbx TLS-terminated (HTTPS, injected token)", nil, ""},
 		{"srt HTTP proxy", nil, *srtSkip},
 		{"srt CONNECT (HTTPS)", nil, *srtSkip},
+		{"bare relay, HTTP (no sandbox, no checks: what any relay costs here)", []string{"sh", "-c", curl("", "http://"+plainRelay+"/f")}, ""},
+		{"bare relay, HTTPS (no sandbox, no checks)", []string{"sh", "-c", curl("", "https://"+tlsRelay+"/f")}, ""},
 	}
 	if *srt != "" {
 		rows[6].argv, rows[6].skip = []string{*srt, "-s", *srtSettings, "-c", curl("", httpURL)}, ""
@@ -172,12 +187,15 @@ func main() {
 	}
 	reqRows := []requestRow{
 		{"direct", bare(""), "", false},
+		{"bare relay (no sandbox, no checks)", func(mode string) []string {
+			return []string{"sh", "-c", clientArgv(self, mode, "http://"+plainRelay+"/k", "")}
+		}, "", false},
 		{"sbx HTTP proxy", inSbx(`"$HTTP_PROXY"`), "", false},
 		{"sbx SOCKS5", inSbx(`"$ALL_PROXY"`), "", false},
 		{"srt HTTP proxy", nil, *srtSkip, true},
 	}
 	if *srt != "" {
-		reqRows[3].argv = func(mode string) []string {
+		reqRows[4].argv = func(mode string) []string {
 			return []string{*srt, "-s", *srtSettings, "-c", clientArgv(self, mode, smallURL, `"$HTTP_PROXY"`)}
 		}
 	}

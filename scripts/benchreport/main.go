@@ -73,7 +73,8 @@ func main() {
 	if v, ok := num(`cold .sbx tool. / warm serve call: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"tool call: cold sbx tool / warm sbx serve", v, "higher means warm calls gain more"})
 	}
-	for _, row := range []string{"sbx HTTP proxy", "sbx CONNECT \\(HTTPS\\)", "sbx SOCKS5", "sbx TLS-terminated \\(HTTPS, injected token\\)", "srt HTTP proxy", "srt CONNECT \\(HTTPS\\)"} {
+	for _, row := range []string{"sbx HTTP proxy", "sbx CONNECT \\(HTTPS\\)", "sbx SOCKS5", "sbx TLS-terminated \\(HTTPS, injected token\\)", "srt HTTP proxy", "srt CONNECT \\(HTTPS\\)",
+		"bare relay, HTTP \\(no sandbox, no checks: what any relay costs here\\)", "bare relay, HTTPS \\(no sandbox, no checks\\)"} {
 		if v, ok := num(`\| `+row+` \| [0-9.]+ \| ([0-9.]+)% \|`, p); ok {
 			bars = append(bars, bar{"throughput: " + strings.ReplaceAll(row, `\`, "") + " / direct", v / 100, ""})
 		}
