@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -238,4 +239,78 @@ func TestRedactorBase64InsideLongerText(t *testing.T) {
 			}
 		}
 	}
+}
+
+// KeepsLength holds exactly when a redactor's output is as long as its
+// input: a placeholder shaped like its value (letters for letters, digits
+// for digits, punctuation kept) keeps every encoding's length, a
+// [REDACTED:NAME] does not.
+func TestRedactorKeepsLength(t *testing.T) {
+	shaped, _ := MaskEnv([]string{"API_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "B_TOKEN=s3cr3t/v@lue+x"}, Config{})
+	noPlaceholder := []*Secret{{Name: "X", value: "a-secret-without-placeholder"}}
+	for _, tt := range []struct {
+		name string
+		r    *Redactor
+		want bool
+	}{
+		{"nil", nil, true},
+		{"no secrets", NewPlaceholderRedactor(nil), true},
+		{"placeholders", NewPlaceholderRedactor(shaped.Secrets), true},
+		{"[REDACTED:NAME]", NewRedactor(shaped.Secrets), false},
+		{"a secret without a placeholder", NewPlaceholderRedactor(append(slices.Clone(shaped.Secrets), noPlaceholder...)), false},
+	} {
+		if got := tt.r.KeepsLength(); got != tt.want {
+			t.Errorf("%s: KeepsLength %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzPlaceholderRedactorKeepsLength: a redactor that says it keeps
+// lengths does, whole and streamed (a value cut off at the end included):
+// the proxy keeps a searched body's Content-Length on its word.
+func FuzzPlaceholderRedactorKeepsLength(f *testing.F) {
+	f.Add("s3cr3t/v@lue+x", "a s3cr3t/v@lue+x b czNjcjN0L3ZAbHVlK3g= s3cr", 5)
+	f.Add("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789 6768705f", 1)
+	f.Fuzz(func(t *testing.T, value, text string, chunk int) {
+		res, err := MaskEnv([]string{"API_TOKEN=" + value}, Config{})
+		if err != nil || len(res.Secrets) == 0 {
+			return
+		}
+		r := NewPlaceholderRedactor(res.Secrets)
+		if !r.KeepsLength() {
+			return
+		}
+		for _, enc := range encodings {
+			text += " " + enc(value)
+		}
+		if got := r.Redact(text); len(got) != len(text) {
+			t.Fatalf("Redact: %d bytes from %d", len(got), len(text))
+		}
+		if chunk <= 0 || chunk > 64 {
+			chunk = 7
+		}
+		rd := r.Reader(io.NopCloser(iotest.OneByteReader(strings.NewReader(text))))
+		if chunk > 1 {
+			rd = r.Reader(io.NopCloser(&chunkReader{text, chunk}))
+		}
+		got, err := io.ReadAll(rd)
+		if err != nil || len(got) != len(text) {
+			t.Fatalf("Reader: %d bytes from %d (%v)", len(got), len(text), err)
+		}
+	})
+}
+
+// chunkReader returns s n bytes at a time.
+type chunkReader struct {
+	s string
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.s)
+	c.s = c.s[k:]
+	return k, nil
 }

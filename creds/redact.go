@@ -25,6 +25,8 @@ type Redactor struct {
 	// to are the forms' replacements, by form (for a cut-off form at the
 	// end of a stream).
 	to map[string]string
+	// sameLength: every replacement is as long as its form.
+	sameLength bool
 }
 
 // encodings are the forms of a value a redactor looks for.
@@ -131,9 +133,22 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 		found = append(found, f.s)
 	}
 	if len(pairs) == 0 {
-		return &Redactor{}
+		return &Redactor{sameLength: true}
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0]), to: to}
+	same := true
+	for f, t := range to {
+		same = same && len(f) == len(t)
+	}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0]), to: to, sameLength: same}
+}
+
+// KeepsLength reports whether what the redactor returns is always exactly
+// as long as what it was given (every replacement as long as the form it
+// replaces, as a placeholder shaped like its value makes it), so that a
+// body streamed through it keeps its announced length. A nil redactor
+// changes nothing.
+func (r *Redactor) KeepsLength() bool {
+	return r == nil || r.r == nil || r.sameLength
 }
 
 // heldTail returns how many bytes at the end of s could begin a secret

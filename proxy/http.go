@@ -37,6 +37,9 @@ type reqState struct {
 	// cut, for a plain HTTP request, is set when the response body ends
 	// in an error: see abortCutBodies.
 	cut *atomic.Bool
+	// restoreErr is why a bound host's response cannot be searched (its
+	// encoding): onResponse answers with it instead.
+	restoreErr error
 }
 
 type cutKey struct{}
@@ -246,13 +249,11 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 		s.audit(ev)
 		return denyResponse(resp.Request, http.StatusBadGateway, ev.Error)
 	}
-	if st.back != nil {
-		if err := restoreResponse(resp, st.back, st.cut); err != nil {
-			resp.Body.Close()
-			ev.Error = err.Error()
-			s.audit(ev)
-			return denyResponse(resp.Request, http.StatusBadGateway, err.Error())
-		}
+	if st.restoreErr != nil {
+		resp.Body.Close()
+		ev.Error = st.restoreErr.Error()
+		s.audit(ev)
+		return denyResponse(resp.Request, http.StatusBadGateway, ev.Error)
 	}
 	if st.body == nil {
 		// A response the transport did not make (cannot happen): count
@@ -274,9 +275,11 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 }
 
 // RoundTrip sends the request upstream and counts the response body where
-// the transport made it: goproxy keeps the upstream Content-Length only for
-// the body it got from here, so a body merely counted is passed on as it
-// came (not re-chunked, its length known to the client).
+// the transport made it, and for a bound host searches it there too:
+// goproxy keeps the upstream Content-Length only for the body it got from
+// here, so a body merely counted, or searched by a redactor that keeps
+// lengths, is passed on with its length known to the client (not
+// re-chunked: one write per read instead of three through terminated TLS).
 func (st *reqState) RoundTrip(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Response, error) {
 	resp, err := ctx.Proxy.Tr.RoundTrip(req)
 	if err != nil {
@@ -284,10 +287,16 @@ func (st *reqState) RoundTrip(req *http.Request, ctx *goproxy.ProxyCtx) (*http.R
 	}
 	st.body = &countBody{ReadCloser: resp.Body, n: &st.down, size: resp.ContentLength, cut: st.cut}
 	resp.Body = st.body
-	if rw, ok := st.body.ReadCloser.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		// A WebSocket: goproxy relays it only through a body it can
-		// write to; what the client sends is counted as sent up.
-		resp.Body = &countRW{st.body, rw, &st.up}
+	switch {
+	case resp.StatusCode == http.StatusSwitchingProtocols:
+		if rw, ok := st.body.ReadCloser.(io.Writer); ok && st.back == nil {
+			// A WebSocket: goproxy relays it only through a body it can
+			// write to; what the client sends is counted as sent up. (To
+			// a bound host onResponse refuses it.)
+			resp.Body = &countRW{st.body, rw, &st.up}
+		}
+	case st.back != nil:
+		st.restoreErr = restoreResponse(resp, st.back, st.cut)
 	}
 	return resp, nil
 }

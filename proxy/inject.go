@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -55,9 +56,11 @@ func (s *Server) boundTo(h netrules.Host, port int) []*creds.Secret {
 // connection) is recorded in cut, when set.
 func restoreResponse(resp *http.Response, red *creds.Redactor, cut *atomic.Bool) error {
 	resp.Status = red.Redact(resp.Status)
+	_, announced := resp.Header["Content-Length"]
 	redactHeader(resp.Header, red)
 	body := resp.Body
-	switch enc := contentEncoding(resp.Header); enc {
+	enc := contentEncoding(resp.Header)
+	switch enc {
 	case "":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(body)
@@ -74,9 +77,18 @@ func restoreResponse(resp *http.Response, red *creds.Redactor, cut *atomic.Bool)
 	default:
 		return fmt.Errorf("the response is encoded as %q, which sbx cannot search for the real value of a bound credential", enc)
 	}
+	if enc != "" || !red.KeepsLength() || resp.ContentLength < 0 {
+		// Decoded, or searched by a redactor that may change lengths:
+		// the length is unknown until the body ends.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	} else if announced {
+		// As the transport read it, whatever the redaction did to the
+		// line's text (a digits-only value): the body's true length,
+		// which the client can count anyway.
+		resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
 	resp.Header.Del("Content-Encoding")
-	resp.Header.Del("Content-Length")
-	resp.ContentLength = -1
 	resp.Body = trailerRedactor{red.Reader(body), resp, red, cut}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -489,3 +490,94 @@ func TestTruncatedBodyStaysTruncatedTerminated(t *testing.T) {
 		t.Errorf("the bound host was not terminated by sbx")
 	}
 }
+
+// A bound host's body of known length, searched by placeholders shaped
+// like their values, keeps its length on the way to the client (plain and
+// through terminated TLS): not re-chunked, the real values replaced
+// (whole, encoded, cut off at the very end), and a Content-Length line
+// whose digits a digits-only secret's redaction touched still true. A
+// body sbx decodes goes out chunked.
+func TestBoundHostBodyKeepsItsLength(t *testing.T) {
+	const real, pin = "realsecretvalue-length-0123456789", "12345"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := strings.Repeat("-", 4096) + "start " + real + " b64 " + base64.StdEncoding.EncodeToString([]byte(real)) + " end " + real[:20]
+		switch r.URL.Path {
+		case "/pin":
+			body = strings.Repeat("x", 12345) // a Content-Length line holding the pin
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, body)
+			zw.Close()
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		io.WriteString(w, body)
+	})
+	plain, tlsSrv := httptest.NewServer(h), httptest.NewTLSServer(h)
+	defer plain.Close()
+	defer tlsSrv.Close()
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real, "PIN_CODE=" + pin}, creds.Config{Vars: map[string]creds.VarConfig{
+		"API_TOKEN": {Hosts: []string{"example.com"}}, "PIN_CODE": {Hosts: []string{"example.com"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := res.Secrets[0].Placeholder
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsSrv.Certificate())
+	hs := newHarnessWith(t, []string{"example.com", "127.0.0.1"}, nil, func(s *Server) {
+		s.Secrets, s.CA, s.UpstreamRoots = res.Secrets, ca, roots
+		s.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+	})
+	c := hs.client()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	want := strings.Repeat("-", 4096) + "start " + ph + " b64 " + base64.StdEncoding.EncodeToString([]byte(ph)) + " end " + ph[:20]
+	for _, base := range []string{"http://example.com:" + portOf(plain.URL), "https://example.com:" + portOf(tlsSrv.URL)} {
+		for _, tt := range []struct {
+			path   string
+			length int64
+			body   string
+		}{
+			{"/", int64(len(want)), want},
+			{"/pin", 12345, strings.Repeat("x", 12345)},
+			{"/gzip", -1, want},
+		} {
+			resp, err := c.Get(base + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != tt.body {
+				t.Errorf("%s%s: %v, %d bytes %q…, want %d bytes %q…", base, tt.path, err, len(body), body[:min(len(body), 80)], len(tt.body), tt.body[:80])
+			}
+			if tt.length < 0 && resp.ContentLength == int64(len(body)) && len(body) < 2048 {
+				// net/http's server announces a short body's length itself.
+			} else if resp.ContentLength != tt.length || (tt.length >= 0) != (len(resp.TransferEncoding) == 0) {
+				t.Errorf("%s%s: length %d (%q), want %d", base, tt.path, resp.ContentLength, resp.TransferEncoding, tt.length)
+			}
+			if strings.HasPrefix(base, "https") && resp.TLS.PeerCertificates[0].Issuer.CommonName != "sbx per-run CA" {
+				t.Errorf("%s: not terminated by sbx", base)
+			}
+		}
+		// HEAD: the length the GET would have, no body.
+		resp, err := c.Head(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.ContentLength != int64(len(want)) || len(body) != 0 {
+			t.Errorf("HEAD %s: %d, length %d, %d bytes", base, resp.StatusCode, resp.ContentLength, len(body))
+		}
+	}
+}
+
+// portOf is a URL's port.
+func portOf(u string) string { return u[strings.LastIndexByte(u, ':')+1:] }
