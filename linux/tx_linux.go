@@ -279,10 +279,15 @@ func cleanOrphan(runDir string) {
 }
 
 // finishTx records the report in the run directory (the merge is then
-// complete) and removes the staging area.
+// complete) and removes the staging area. A budget's tmpfs is left as it
+// is: mounted in the helper's namespace alone, it goes, with all it
+// holds, when the helper exits.
 func finishTx(spec *TxSpec, t *txMounts, rep *TxReport) {
 	if err := writeJSON(filepath.Join(spec.RunDir, reportFile), rep); err != nil {
 		rep.Merge.Lost = append(rep.Merge.Lost, "the report could not be saved: "+err.Error())
+	}
+	if t.budget {
+		return
 	}
 	for _, d := range []string{"u", "w", "f", TmpInBudget} {
 		removeTreeAt(t.stageFD, d)
