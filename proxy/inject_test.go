@@ -463,20 +463,7 @@ func TestTruncatedBodyStaysTruncatedTerminated(t *testing.T) {
 	defer be.Close()
 	port := be.Listener.Addr().(*net.TCPAddr).Port
 	res, _ := creds.MaskEnv([]string{"API_TOKEN=realsecretvalue-cut-tls-42"}, creds.Config{Vars: map[string]creds.VarConfig{"API_TOKEN": {Hosts: []string{"example.com"}}}})
-	ca, err := NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(be.Certificate())
-	h := newHarnessWith(t, []string{"example.com", "127.0.0.1"}, nil, func(s *Server) {
-		s.Secrets, s.CA, s.UpstreamRoots = res.Secrets, ca, roots
-		s.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-	})
-	c := h.client()
-	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	c := terminatingClient(t, res.Secrets, be.Certificate())
 	resp, err := c.Get(fmt.Sprintf("https://example.com:%d/x", port))
 	if err != nil {
 		t.Fatal(err)
@@ -523,20 +510,7 @@ func TestBoundHostBodyKeepsItsLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	ph := res.Secrets[0].Placeholder
-	ca, err := NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(tlsSrv.Certificate())
-	hs := newHarnessWith(t, []string{"example.com", "127.0.0.1"}, nil, func(s *Server) {
-		s.Secrets, s.CA, s.UpstreamRoots = res.Secrets, ca, roots
-		s.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-	})
-	c := hs.client()
-	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	c := terminatingClient(t, res.Secrets, tlsSrv.Certificate())
 	want := strings.Repeat("-", 4096) + "start " + ph + " b64 " + base64.StdEncoding.EncodeToString([]byte(ph)) + " end " + ph[:20]
 	for _, base := range []string{"http://example.com:" + portOf(plain.URL), "https://example.com:" + portOf(tlsSrv.URL)} {
 		for _, tt := range []struct {
@@ -581,3 +555,26 @@ func TestBoundHostBodyKeepsItsLength(t *testing.T) {
 
 // portOf is a URL's port.
 func portOf(u string) string { return u[strings.LastIndexByte(u, ':')+1:] }
+
+// terminatingClient is a client of a proxy that allows example.com (and
+// resolves it to 127.0.0.1), terminates TLS for the hosts secrets are
+// bound to with a fresh CA, and trusts upstream as the server's
+// certificate; the client itself trusts anyone, to look at who answered.
+func terminatingClient(t *testing.T, secrets []*creds.Secret, upstream *x509.Certificate) *http.Client {
+	t.Helper()
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(upstream)
+	h := newHarnessWith(t, []string{"example.com", "127.0.0.1"}, nil, func(s *Server) {
+		s.Secrets, s.CA, s.UpstreamRoots = secrets, ca, roots
+		s.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+	})
+	c := h.client()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	return c
+}
