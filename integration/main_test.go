@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SBX_VICTIM") != "" {
 		os.Exit(victim(os.Args[1:]))
 	}
+	if os.Getenv(withoutLandlockEnv) != "" {
+		os.Exit(execWithoutLandlock(os.Args[1:]))
+	}
 	bin, dir, err := sbxtest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building sbx:", err)

@@ -235,6 +235,15 @@ func setUp(spec *InitSpec) error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
+	// Not dumpable: the command runs as the init's own user without
+	// capabilities, and where Landlock does not scope it, it could
+	// otherwise open /proc/1/mem and write code into the init, which is
+	// outside the seccomp filter and answers its Unix socket checks (or
+	// /proc/1/fd and write to sbx's pipes). A fork is dumpable again
+	// after its exec, so the command is not affected.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
 	return startBridge(spec.Bridge)
 }
 
