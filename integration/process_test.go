@@ -292,3 +292,50 @@ func TestInitSurvivesFatalSignals(t *testing.T) {
 		t.Errorf("%d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestBackgroundWritersStopBeforeTheMerge: a writer the command left
+// running is dead before the merge starts, so what reaches the host is
+// one moment of its work: files 1..N and "last" naming N (or N-1, when
+// it died between the two writes; "last" is renamed into place), none
+// missing, none beyond.
+func TestBackgroundWritersStopBeforeTheMerge(t *testing.T) {
+	e := newEnv(t)
+	for try := range 3 {
+		dir := fmt.Sprintf("w%d", try)
+		r := e.sh(fmt.Sprintf(`mkdir %s && cd %s && { i=0; while :; do i=$((i+1)); echo $i > f.$i; echo $i > l.tmp; mv l.tmp last; done & } && sleep 0.3`, dir, dir))
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		last, err := os.ReadFile(e.path(dir + "/last"))
+		if err != nil {
+			t.Fatalf("the writer's work did not reach the host: %v", err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(last)))
+		if err != nil || n < 10 {
+			t.Fatalf("last = %q: the writer hardly ran", last)
+		}
+		entries, err := os.ReadDir(e.path(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 1; k <= n; k++ {
+			if _, err := os.Stat(e.path(fmt.Sprintf("%s/f.%d", dir, k))); err != nil {
+				t.Errorf("try %d: last = %d, but f.%d did not reach the host", try, n, k)
+				break
+			}
+		}
+		files := 0
+		for _, en := range entries {
+			if strings.HasPrefix(en.Name(), "f.") {
+				files++
+			}
+		}
+		if files > n+1 {
+			t.Errorf("try %d: last = %d, but %d files reached the host", try, n, files)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if again, _ := os.ReadFile(e.path(dir + "/last")); string(again) != string(last) {
+			t.Errorf("try %d: the host's last changed after sbx returned: %q, then %q", try, last, again)
+		}
+	}
+}

@@ -36,6 +36,15 @@ const InitArg = "__sbx_init"
 //	                    (initHoldFD)
 //	10  sbx  ↔ helper   the transaction helper's control socket (the
 //	                    TxSpec out, the TxReport back); 9 without Hold
+//	3+N init → helper   (N: the descriptors above passed to bubblewrap,
+//	                    InitSpec.QuietFD) QuietReport and the command's
+//	                    status, once every process of the sandbox but
+//	                    the init has been killed and reaped, and the
+//	                    init has closed every other descriptor it shares
+//	                    with sbx: the helper merges while the init exits
+//	                    and bubblewrap tears the namespaces down. An init
+//	                    that dies without it leaves the helper waiting
+//	                    for bubblewrap's exit.
 //
 // sbx waits for nothing by the clock: each reader ends at EOF, which comes
 // because the helper is the first process of a pid namespace of its own,
@@ -52,12 +61,18 @@ const (
 	initHoldFD   = 9
 )
 
+// quietFD is the init's descriptor for QuietReport when nfiles
+// descriptors of the table go to bubblewrap: the next one.
+func quietFD(nfiles int) int { return 3 + nfiles }
+
 // The messages on InitReadyFD; see the table.
 const (
 	InitRunning   = 1
 	InitForked    = 'F'
 	TmpFullReport = 'T'
 	InitStamp     = 'S'
+	// QuietReport is the only message on InitSpec.QuietFD.
+	QuietReport = 'Q'
 )
 
 // The init's phases, in the order it reports them with InitStamp.
@@ -121,6 +136,9 @@ type InitSpec struct {
 	// Direct are the writable folders bound straight from the host (the
 	// toolchain caches): no socket there counts as the sandbox's own.
 	Direct []string `json:"direct,omitempty"`
+	// QuietFD, when set, is the helper's pipe for QuietReport (see the
+	// table).
+	QuietFD int `json:"quietFD,omitempty"`
 }
 
 // InitCall is the command the init runs under its InitSpec.

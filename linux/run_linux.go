@@ -537,12 +537,15 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 		r.trace.Printf("init: read-only binds: %s", shellQuote(init.ReadOnly))
 	}
 	r.trace.Printf("init: writable (Landlock): %s", shellQuote(init.Writable))
-	policy, err := json.Marshal(init)
+	fds, err := openChildFDs(stdio, r.cg != nil)
 	if err != nil {
 		return nil, err
 	}
-	fds, err := openChildFDs(stdio, r.cg != nil)
+	init.QuietFD = quietFD(len(fds.table()))
+	policy, err := json.Marshal(init)
 	if err != nil {
+		fds.closeChildEnds()
+		fds.closeParentEnds()
 		return nil, err
 	}
 	l := &launched{fds: fds, target: newSandboxPID(), call: make(chan []byte, 1)}
@@ -653,7 +656,7 @@ func (l *launched) finished() <-chan error {
 			l.rep = rep
 			if rep != nil && rep.Status != nil {
 				l.trace.Mark("sbx: report received")
-				<-l.out.done
+				l.out.drain()
 				done <- nil
 				return
 			}
@@ -686,6 +689,16 @@ func (l *launched) status() (int, bool) {
 type helperOut struct {
 	buf  bytes.Buffer
 	done chan struct{}
+	r    *os.File
+}
+
+// drain ends the reading once what is in the pipe now is read: once the
+// helper has sent its report, all it had to say is in the pipe, and
+// bubblewrap, which may still be exiting (it holds the pipe until then),
+// says nothing more.
+func (o *helperOut) drain() {
+	_ = o.r.SetReadDeadline(time.Now())
+	<-o.done
 }
 
 // writeMasked writes each masked file's content into the run directory
@@ -776,7 +789,7 @@ func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd,
 		return nil, nil, nil, err
 	}
 	fds.later = append(fds.later, pw)
-	out := &helperOut{done: make(chan struct{})}
+	out := &helperOut{done: make(chan struct{}), r: pr}
 	go func() {
 		defer close(out.done)
 		defer pr.Close()

@@ -245,9 +245,9 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	// see a plain user starting it.
 	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0)
 	rep.stamp("capabilities cleared", time.Now())
-	status := runBwrap(spec)
+	status, how := runBwrap(spec)
 	rep.Status = &status
-	rep.stamp("bubblewrap exited", time.Now())
+	rep.stamp(how, time.Now())
 	if t.budget {
 		var st unix.Statfs_t
 		if unix.Fstatfs(t.stageFD, &st) == nil {
@@ -691,16 +691,29 @@ func mergeAppend(a, b MergeReport) MergeReport {
 	return b
 }
 
+// How runBwrap learnt that the sandbox was done (the stamp's name).
+const (
+	bwrapExited  = "bubblewrap exited"
+	sandboxQuiet = "the init reaped every process (bubblewrap still exiting)"
+)
+
 // runBwrap starts bubblewrap with the descriptors sbx passed, relays its
 // info descriptor, and waits for it and for the sandbox's init: once this
 // returns, nothing in the sandbox runs any more. SIGTERM, SIGINT or SIGHUP
 // (sbx gone, or a timeout) kill the sandbox; the merge still follows.
-func runBwrap(spec *TxSpec) int {
+func runBwrap(spec *TxSpec) (int, string) {
 	infoOut := os.NewFile(uintptr(spec.InfoFD), "info")
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sbx: transaction helper: %v\n", err)
-		return ExitInitFailed
+		return ExitInitFailed, bwrapExited
+	}
+	quietR, quietW, err := os.Pipe()
+	if err != nil {
+		infoR.Close()
+		infoW.Close()
+		fmt.Fprintf(os.Stderr, "sbx: transaction helper: %v\n", err)
+		return ExitInitFailed, bwrapExited
 	}
 	var extra []*os.File
 	for fd := 3; fd < 3+spec.NFiles; fd++ {
@@ -710,6 +723,7 @@ func runBwrap(spec *TxSpec) int {
 		}
 		extra = append(extra, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
 	}
+	extra = append(extra, quietW) // quietFD(spec.NFiles)
 	cmd := &exec.Cmd{
 		Path:        spec.Bwrap,
 		Args:        append([]string{"bwrap"}, spec.BwrapArgs...),
@@ -729,14 +743,12 @@ func runBwrap(spec *TxSpec) int {
 	}
 	exited, err := startOnLockedThread(cmd)
 	if err != nil {
+		quietR.Close()
 		fmt.Fprintf(os.Stderr, "sbx: start bubblewrap: %v\n", err)
-		return ExitInitFailed
+		return ExitInitFailed, bwrapExited
 	}
-	infoW.Close()
 	for _, f := range extra {
-		if f != infoW {
-			f.Close()
-		}
+		f.Close()
 	}
 	pidc := make(chan int, 1)
 	go func() {
@@ -750,13 +762,29 @@ func runBwrap(spec *TxSpec) int {
 		}
 		io.Copy(infoOut, infoR)
 	}()
-	return waitBwrap(cmd, exited, pidc, sigs)
+	return waitBwrap(cmd, exited, pidc, readQuiet(quietR), sigs)
 }
 
-// waitBwrap waits for bubblewrap and the sandbox's init. The init is known
-// by a pidfd from the moment its pid arrives, so no signal can reach a
-// process that reused its pid.
-func waitBwrap(cmd *exec.Cmd, exited <-chan error, pidc <-chan int, sigs <-chan os.Signal) int {
+// readQuiet delivers the status of the init's QuietReport; nothing when
+// the init ends without one.
+func readQuiet(r *os.File) <-chan int {
+	quiet := make(chan int, 1)
+	go func() {
+		defer r.Close()
+		var b [2]byte
+		if n, _ := io.ReadFull(r, b[:]); n == 2 && b[0] == QuietReport {
+			quiet <- int(b[1])
+		}
+	}()
+	return quiet
+}
+
+// waitBwrap waits for bubblewrap and the sandbox's init, or for the
+// init's word that every other process of the sandbox is gone (quiet),
+// unless the helper has killed the sandbox by then. The init is known by a
+// pidfd from the moment its pid arrives, so no signal can reach a process
+// that reused its pid.
+func waitBwrap(cmd *exec.Cmd, exited <-chan error, pidc <-chan int, quiet <-chan int, sigs <-chan os.Signal) (int, string) {
 	pidfd, killed := -1, false
 	defer func() {
 		if pidfd >= 0 {
@@ -781,6 +809,10 @@ func waitBwrap(cmd *exec.Cmd, exited <-chan error, pidc <-chan int, sigs <-chan 
 			}
 		case <-sigs:
 			kill()
+		case status := <-quiet:
+			if !killed {
+				return status, sandboxQuiet
+			}
 		case <-exited:
 			st := cmd.ProcessState
 			ws, _ := st.Sys().(syscall.WaitStatus)
@@ -797,9 +829,9 @@ func waitBwrap(cmd *exec.Cmd, exited <-chan error, pidc <-chan int, sigs <-chan 
 				waitGone(pidfd)
 			}
 			if ws.Signaled() {
-				return 128 + int(ws.Signal())
+				return 128 + int(ws.Signal()), bwrapExited
 			}
-			return st.ExitCode()
+			return st.ExitCode(), bwrapExited
 		}
 	}
 }
