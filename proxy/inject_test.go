@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -560,6 +561,15 @@ func portOf(u string) string { return u[strings.LastIndexByte(u, ':')+1:] }
 // certificate; the client itself trusts anyone, to look at who answered.
 func terminatingClient(t *testing.T, secrets []*creds.Secret, upstream *x509.Certificate) *http.Client {
 	t.Helper()
+	c := terminatingHarness(t, secrets, upstream).client()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	return c
+}
+
+// terminatingHarness is a proxy harness with secrets bound, a CA, and
+// upstream's certificate trusted; every name resolves to 127.0.0.1.
+func terminatingHarness(t *testing.T, secrets []*creds.Secret, upstream *x509.Certificate) *harness {
+	t.Helper()
 	ca, err := NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -572,7 +582,64 @@ func terminatingClient(t *testing.T, secrets []*creds.Secret, upstream *x509.Cer
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		}
 	})
-	c := h.client()
-	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
-	return c
+	return h
+}
+
+// TestSOCKSToBoundHostIsTerminated: a SOCKS5 stream to a host a credential
+// is bound to is served as the proxy's CONNECT is (TLS terminated, the
+// placeholder swapped in, the answer searched), never tunnelled: a tunnel
+// would hand the sandbox what the host sends back, real values included.
+func TestSOCKSToBoundHostIsTerminated(t *testing.T) {
+	const real = "realsecretvalue-socks-0123456789"
+	var got atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("X-Token"))
+		io.WriteString(w, "echo "+r.Header.Get("X-Token")+" stored "+real)
+	})
+	plain, tlsSrv := httptest.NewServer(h), httptest.NewTLSServer(h)
+	defer plain.Close()
+	defer tlsSrv.Close()
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{
+		"API_TOKEN": {Hosts: []string{"example.com"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := res.Secrets[0].Placeholder
+	hr := terminatingHarness(t, res.Secrets, tlsSrv.Certificate())
+	for _, tt := range []struct {
+		name string
+		port string
+		tls  bool
+	}{{"plain", portOf(plain.URL), false}, {"tls", portOf(tlsSrv.URL), true}} {
+		port, _ := strconv.Atoi(tt.port)
+		code, c := hr.socks("example.com", port)
+		if code != socksSucceeded {
+			t.Fatalf("%s: SOCKS5 reply %d", tt.name, code)
+		}
+		conn := c
+		if tt.tls {
+			tc := tls.Client(c, &tls.Config{ServerName: "example.com", InsecureSkipVerify: true})
+			if err := tc.Handshake(); err != nil {
+				t.Fatalf("%s: handshake: %v", tt.name, err)
+			}
+			if cn := tc.ConnectionState().PeerCertificates[0].Issuer.CommonName; cn != "sbx per-run CA" {
+				t.Errorf("%s: the certificate is %q's, not sbx's: tunnelled", tt.name, cn)
+			}
+			conn = tc
+		}
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: example.com:%d\r\nX-Token: %s\r\nConnection: close\r\n\r\n", port, ph)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.Close()
+		if g, _ := got.Load().(string); g != real {
+			t.Errorf("%s: the host got %q, want the real value", tt.name, g)
+		}
+		if want := "echo " + ph + " stored " + ph; string(body) != want {
+			t.Errorf("%s: the client got %q, want %q", tt.name, body, want)
+		}
+	}
 }

@@ -263,15 +263,20 @@ func (s *Server) serveConn(c net.Conn) {
 		c.Close()
 		return
 	}
+	orig := c
 	if first[0] == 5 {
-		defer s.track(c, false)
-		defer c.Close()
-		s.serveSOCKS(c, br)
-		return
+		hc, hbr := s.serveSOCKS(c, br)
+		if hc == nil {
+			s.track(c, false)
+			c.Close()
+			return
+		}
+		// To a bound host: served as the CONNECT it stands for.
+		c, br = hc, hbr
 	}
 	// HTTP: the framer checks each request head; the HTTP server (and
 	// goproxy) does the rest.
-	fc := &frontConn{Conn: c, f: newFramer(br), done: func() { s.track(c, false); s.admit.Release() }}
+	fc := &frontConn{Conn: c, f: newFramer(br), done: func() { s.track(orig, false); s.admit.Release() }}
 	handedOver = true
 	if !s.httpLn.deliver(fc) {
 		fc.Close()

@@ -156,7 +156,10 @@ func socksReply(w io.Writer, code byte, bound net.Addr) error {
 }
 
 // serveSOCKS serves one SOCKS5 connection whose first byte was peeked.
-func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
+// A request to a host a credential is bound to is not tunnelled: the
+// connection and reader it returns are served as a CONNECT there (see
+// boundSOCKS); nil when it is done with c.
+func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) (net.Conn, *bufio.Reader) {
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	method := byte(0)
 	if s.Token != "" {
@@ -164,20 +167,20 @@ func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
 	}
 	offered, err := readGreeting(br, method)
 	if err != nil {
-		return
+		return nil, nil
 	}
 	if !offered {
 		c.Write([]byte{5, 0xff})
-		return
+		return nil, nil
 	}
 	if _, err := c.Write([]byte{5, method}); err != nil {
-		return
+		return nil, nil
 	}
 	if method == 2 && !socksUserPass(struct {
 		io.Reader
 		io.Writer
 	}{br, c}, s.Token) {
-		return
+		return nil, nil
 	}
 	req, err := ReadSOCKSRequest(br)
 	if err != nil {
@@ -188,7 +191,7 @@ func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
 				s.deny("socks5", req.Host, req.Port, &denial{reason: se.Msg})
 			}
 		}
-		return
+		return nil, nil
 	}
 	c.SetReadDeadline(time.Time{})
 	ctx := context.Background()
@@ -196,7 +199,18 @@ func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
 	if d != nil {
 		s.deny("socks5", req.Host, req.Port, d)
 		socksReply(c, socksNotAllowed, nil)
-		return
+		return nil, nil
+	}
+	if s.terminates(t.host, t.port) {
+		head, ok := connectHead(req.Host, req.Port, s.Token)
+		if !ok {
+			socksReply(c, socksGeneralFailure, nil)
+			return nil, nil
+		}
+		if socksReply(c, socksSucceeded, nil) != nil {
+			return nil, nil
+		}
+		return handOverSOCKS(c, br, head)
 	}
 	up, err := s.dial(ctx, t)
 	rule, src := ruleInfo(t.rule)
@@ -205,17 +219,18 @@ func (s *Server) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		ev.Error = err.Error()
 		s.audit(ev)
 		socksReply(c, socksHostUnreachable, nil)
-		return
+		return nil, nil
 	}
 	ev.Addr = up.RemoteAddr().String()
 	if err := socksReply(c, socksSucceeded, up.LocalAddr()); err != nil {
 		up.Close()
-		return
+		return nil, nil
 	}
 	// Bytes the client sent with its request are still in br.
 	uc := s.upstream(up, t, ev)
 	relay(c, br, uc)
 	uc.Close()
+	return nil, nil
 }
 
 // relay copies both ways until both directions are done, half-closing as
