@@ -310,3 +310,37 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	c.s = c.s[k:]
 	return k, nil
 }
+
+// TestRedactorEchoShapes: what an echo service makes of a value it was
+// sent, a red-team pass's cases: escaped inside a JSON string (by Go,
+// Python, JavaScript, PHP) and trimmed of the white space, line end or
+// quotes around it. Each comes back as the same shape of the placeholder.
+func TestRedactorEchoShapes(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		echo  func(string) string
+	}{
+		{`Tr0ub4dor"&3\zz`, func(v string) string { b, _ := json.Marshal(map[string]string{"pw": v}); return string(b) }},
+		{`Tr0ub4dor"&3\zz`, func(v string) string { return `{"pw": "` + jsonEscape(v, jsonPlain) + `"}` }},
+		{"ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5\r", func(v string) string { b, _ := json.Marshal(v); return string(b) }},
+		{"ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5\r", func(v string) string { return "token=" + strings.TrimSpace(v) + "\n" }},
+		{" 'quoted-secret-value' ", func(v string) string { return "<" + strings.Trim(v, " '") + ">" }},
+		{"pässwört/ü-0123", func(v string) string { return `{"a":"` + jsonEscape(v, jsonASCII) + `"}` }},
+		{"pässwört/ü-0123", func(v string) string { return `{"a":"` + jsonEscape(v, jsonASCII|jsonSlash) + `"}` }},
+		{"a<b>&c-secretvalue", func(v string) string { b, _ := json.Marshal(v); return string(b) }},
+	} {
+		res, err := MaskEnv([]string{"DB_PASSWORD=" + tt.value}, Config{})
+		if err != nil || len(res.Secrets) != 1 {
+			t.Fatalf("%q: not masked: %v", tt.value, err)
+		}
+		ph := res.Secrets[0].Placeholder
+		r := NewPlaceholderRedactor(res.Secrets)
+		echoed := tt.echo(tt.value)
+		if got, want := r.Redact(echoed), tt.echo(ph); got != want {
+			t.Errorf("%q: %q became %q, want %q", tt.value, echoed, got, want)
+		}
+		if got := NewRedactor(res.Secrets).Redact(echoed); strings.Contains(got, core(tt.value)) {
+			t.Errorf("%q: the output redactor left %q", tt.value, got)
+		}
+	}
+}

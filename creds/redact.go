@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Redactor replaces real secret values, and their base64 (standard and URL,
@@ -42,6 +45,58 @@ var encodings = []func(string) string{
 	// Every byte percent-encoded (a valid URL encoding too), either case.
 	func(v string) string { return percentAll(v, false) },
 	func(v string) string { return percentAll(v, true) },
+	// Inside a JSON string, as an echo service returns it: the escapes of
+	// JavaScript, Python (non-ASCII as \u), Go (<, >, & as \u) and PHP
+	// (non-ASCII as \u, and \/).
+	func(v string) string { return jsonEscape(v, jsonPlain) },
+	func(v string) string { return jsonEscape(v, jsonASCII) },
+	func(v string) string { return jsonEscape(v, jsonHTML) },
+	func(v string) string { return jsonEscape(v, jsonASCII|jsonSlash) },
+}
+
+// What jsonEscape escapes besides quotes, backslashes and control
+// characters.
+const (
+	jsonPlain = 0
+	jsonASCII = 1 << iota // every non-ASCII character, as \uXXXX (UTF-16)
+	jsonHTML              // <, > and &
+	jsonSlash             // / as \/
+)
+
+// jsonEscape is v as it stands inside a JSON string written with the
+// escapes of how.
+func jsonEscape(v string, how int) string {
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		c, size := utf8.DecodeRuneInString(v[i:])
+		raw := v[i : i+size]
+		i += size
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteString(`\` + raw)
+		case c == '/' && how&jsonSlash != 0:
+			b.WriteString(`\/`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\b':
+			b.WriteString(`\b`)
+		case c == '\f':
+			b.WriteString(`\f`)
+		case c < 0x20, how&jsonHTML != 0 && (c == '<' || c == '>' || c == '&'):
+			fmt.Fprintf(&b, `\u%04x`, c)
+		case c > 0x7f && how&jsonASCII != 0 && size > 1:
+			for _, u := range utf16.Encode([]rune{c}) {
+				fmt.Fprintf(&b, `\u%04x`, u)
+			}
+		default:
+			b.WriteString(raw) // an invalid byte as it is
+		}
+	}
+	return b.String()
 }
 
 // percentAll percent-encodes every byte of v.
@@ -111,12 +166,24 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 	type form struct{ s, to string }
 	var forms []form
 	for _, s := range secrets {
-		if len(s.value) < 4 {
-			continue // too short to redact without mangling ordinary text
-		}
-		for _, enc := range append(slices.Clone(encodings), shiftedBase64...) {
-			if f := enc(s.value); len(f) >= 4 {
-				forms = append(forms, form{f, replacement(s, enc)})
+		for _, trim := range []bool{false, true} {
+			v := s.value
+			if trim {
+				if v = core(v); v == s.value {
+					continue
+				}
+			}
+			if len(v) < 4 {
+				continue // too short to redact without mangling ordinary text
+			}
+			for _, enc := range append(slices.Clone(encodings), shiftedBase64...) {
+				if f := enc(v); len(f) >= 4 {
+					to := enc
+					if trim {
+						to = func(p string) string { return enc(core(p)) }
+					}
+					forms = append(forms, form{f, replacement(s, to)})
+				}
 			}
 		}
 	}
@@ -140,6 +207,26 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 		same = same && len(f) == len(t)
 	}
 	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0]), to: to, sameLength: same}
+}
+
+// core is v without the white space, line ends and quotes around it,
+// which an echo may drop (a value read from a file with a CRLF line end,
+// a quoted one).
+func core(v string) string { return strings.Trim(v, " \t\r\n\"'") }
+
+// ContainsFold reports whether s holds a form of a value in any case: a
+// header name reaches the proxy with its case changed.
+func (r *Redactor) ContainsFold(s string) bool {
+	if r == nil {
+		return false
+	}
+	ls := strings.ToLower(s)
+	for _, f := range r.forms {
+		if strings.Contains(ls, strings.ToLower(f)) {
+			return true
+		}
+	}
+	return false
 }
 
 // KeepsLength reports whether what the redactor returns is always exactly

@@ -93,11 +93,17 @@ func restoreResponse(resp *http.Response, red *creds.Redactor, cut *atomic.Bool)
 	return nil
 }
 
-// redactHeader replaces the real values in h's names and values.
+// redactHeader replaces the real values in h's names and values. A name
+// that holds a value in another case (names arrive case-folded, so the
+// value's own case cannot be restored) is dropped with its values.
 func redactHeader(h http.Header, red *creds.Redactor) {
 	for k, vs := range h {
 		for i, v := range vs {
 			vs[i] = red.Redact(v)
+		}
+		if red.ContainsFold(red.Redact(k)) {
+			delete(h, k)
+			continue
 		}
 		if nk := red.Redact(k); nk != k {
 			delete(h, k)

@@ -643,3 +643,37 @@ func TestSOCKSToBoundHostIsTerminated(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundHostHeaderNameHoldingAValue: a header name reaches the proxy
+// case-folded, so a value inside it no longer matches its own case: such
+// a header is dropped (a red-team pass read one back case-folded).
+func TestBoundHostHeaderNameHoldingAValue(t *testing.T) {
+	const real = "realSecretValue-Names-0123456789"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-"+real] = []string{"v"}
+		w.Header().Set("X-Kept", "k")
+		io.WriteString(w, "ok")
+	})
+	plain, tlsSrv := httptest.NewServer(h), httptest.NewTLSServer(h)
+	defer plain.Close()
+	defer tlsSrv.Close()
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{
+		"API_TOKEN": {Hosts: []string{"example.com"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := terminatingClient(t, res.Secrets, tlsSrv.Certificate())
+	resp, err := c.Get("http://example.com:" + portOf(plain.URL) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for k := range resp.Header {
+		if strings.Contains(strings.ToLower(k), strings.ToLower(real)) {
+			t.Errorf("header %q reached the client", k)
+		}
+	}
+	if resp.Header.Get("X-Kept") != "k" {
+		t.Errorf("the other headers were dropped too: %v", resp.Header)
+	}
+}
