@@ -698,9 +698,11 @@ const (
 )
 
 // runBwrap starts bubblewrap with the descriptors sbx passed, relays its
-// info descriptor, and waits for it and for the sandbox's init: once this
-// returns, nothing in the sandbox runs any more. SIGTERM, SIGINT or SIGHUP
-// (sbx gone, or a timeout) kill the sandbox; the merge still follows.
+// info descriptor, and waits for it and for the sandbox's init, or for the
+// init's word that it is the last process left (it only exits then): once
+// this returns, nothing in the sandbox writes any more. SIGTERM, SIGINT or
+// SIGHUP (sbx gone, or a timeout) kill the sandbox; the merge still
+// follows. The string names which of the two ended the wait.
 func runBwrap(spec *TxSpec) (int, string) {
 	infoOut := os.NewFile(uintptr(spec.InfoFD), "info")
 	infoR, infoW, err := os.Pipe()
