@@ -41,6 +41,8 @@ type Head struct {
 	Tunnel bool
 	// Host is the Host header ("" when there is none).
 	Host string
+	// raw is the head as read, for the checks of a tunnel's stream.
+	raw []byte
 }
 
 // ParseHead validates one HTTP/1.x proxy request head (request line and
@@ -62,7 +64,7 @@ func ParseHead(head []byte) (*Head, error) {
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
 		return nil, badHead("malformed request line")
 	}
-	h := &Head{Method: parts[0], Target: parts[1]}
+	h := &Head{Method: parts[0], Target: parts[1], raw: head}
 	if parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0" {
 		return nil, &HeadError{Status: 505, Msg: "only HTTP/1.0 and HTTP/1.1 are proxied"}
 	}

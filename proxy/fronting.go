@@ -139,7 +139,10 @@ func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
 // firstCheck holds a tunnel's first bytes until CheckFirstBytes decides.
 // A plaintext HTTP stream is then checked request by request (http set).
 type firstCheck struct {
-	host    netrules.Host
+	host netrules.Host
+	// leak, when set, refuses a plaintext request head in the tunnel
+	// that carries the placeholder of a credential not bound there.
+	leak    func(head []byte) error
 	pending []byte
 	done    bool
 	http    bool
@@ -244,7 +247,8 @@ type tunnelStream struct {
 
 // newTunnelStream starts passing what is written to it, checked, to up;
 // refused is told why the tunnel was cut.
-func newTunnelStream(up net.Conn, host netrules.Host, count func(int), refused func(error)) *tunnelStream {
+func newTunnelStream(up net.Conn, check *firstCheck, count func(int), refused func(error)) *tunnelStream {
+	host := check.host
 	pr, pw := io.Pipe()
 	ts := &tunnelStream{pw: pw, done: make(chan struct{})}
 	f := newFramer(pr)
@@ -258,7 +262,13 @@ func newTunnelStream(up net.Conn, host netrules.Host, count func(int), refused f
 		if hh, _, err := net.SplitHostPort(name); err == nil {
 			name = hh
 		}
-		return compareNamed(strings.Trim(name, "[]"), host)
+		if err := compareNamed(strings.Trim(name, "[]"), host); err != nil {
+			return err
+		}
+		if check.leak != nil {
+			return check.leak(h.raw)
+		}
+		return nil
 	}
 	go func() {
 		defer close(ts.done)

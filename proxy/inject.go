@@ -165,6 +165,45 @@ func (e *ExfiltrationError) Error() string {
 	return fmt.Sprintf("the request carries the placeholder of %s, which may not be sent to %s", e.Var, e.Host)
 }
 
+// tunnelLeak is the check of a plaintext request head inside a tunnel to
+// h:port, which is not terminated (no credential is bound there): a head
+// carrying the placeholder of a masked credential (as it is, or inside
+// Basic credentials) is an *ExfiltrationError, as through the HTTP proxy.
+// Nil when no credential has a placeholder. Bodies are not searched.
+func (s *Server) tunnelLeak(h netrules.Host, port int) func([]byte) error {
+	var active []*creds.Secret
+	for _, sec := range s.Secrets {
+		if sec.Placeholder != "" && !bound(sec, h, port) {
+			active = append(active, sec)
+		}
+	}
+	if len(active) == 0 {
+		return nil
+	}
+	return func(head []byte) error {
+		var basic []string
+		for _, line := range strings.Split(string(head), "\n") {
+			name, v, ok := strings.Cut(line, ":")
+			name = strings.TrimSpace(name)
+			if ok && (strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Proxy-Authorization")) {
+				if dec, ok := basicDecode(strings.TrimSpace(v)); ok {
+					basic = append(basic, dec)
+				}
+			}
+		}
+		for _, sec := range active {
+			in := bytes.Contains(head, []byte(sec.Placeholder))
+			for _, d := range basic {
+				in = in || strings.Contains(d, sec.Placeholder)
+			}
+			if in {
+				return &ExfiltrationError{Var: sec.Name, Host: h.String()}
+			}
+		}
+		return nil
+	}
+}
+
 // injectHTTP swaps placeholders for real values in a plain HTTP request to
 // host: request line, headers (Basic auth included, where the placeholder
 // sits inside base64) and form or JSON bodies up to 1 MiB. A placeholder of

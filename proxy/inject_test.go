@@ -677,3 +677,84 @@ func TestBoundHostHeaderNameHoldingAValue(t *testing.T) {
 		t.Errorf("the other headers were dropped too: %v", resp.Header)
 	}
 }
+
+// TestTunnelPlaceholderRefused: in a tunnel (CONNECT or SOCKS5) to a host
+// no credential is bound to, a plaintext request head that carries a
+// placeholder cuts the tunnel before it leaves, as the HTTP proxy refuses
+// it (a red-team pass saw it pass through SOCKS5); a request without one
+// goes through first.
+func TestTunnelPlaceholderRefused(t *testing.T) {
+	var hits, leaks atomic.Int32
+	res, err := creds.MaskEnv([]string{"API_TOKEN=realsecretvalue-tunnel-0123456789"}, creds.Config{Vars: map[string]creds.VarConfig{
+		"API_TOKEN": {Hosts: []string{"bound.test"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := res.Secrets[0].Placeholder
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if strings.Contains(r.URL.String(), ph) || strings.Contains(fmt.Sprint(r.Header), ph) || r.Header.Get("Authorization") != "" {
+			leaks.Add(1)
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer be.Close()
+	port := be.Listener.Addr().(*net.TCPAddr).Port
+	h := newHarnessWith(t, []string{"api.example.test", "127.0.0.1"}, nil, func(s *Server) { s.Secrets = res.Secrets })
+	good := fmt.Sprintf("GET / HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port)
+	basic := base64.StdEncoding.EncodeToString([]byte("user:" + ph))
+	for _, leak := range []string{
+		fmt.Sprintf("GET /?t=%s HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", ph, port),
+		fmt.Sprintf("GET / HTTP/1.1\r\nHost: api.example.test:%d\r\nX-Token: %s\r\n\r\n", port, ph),
+		fmt.Sprintf("GET / HTTP/1.1\r\nHost: api.example.test:%d\r\nauthorization: Basic %s\r\n\r\n", port, basic),
+	} {
+		for _, via := range []string{"connect", "socks5"} {
+			hits.Store(0)
+			var c net.Conn
+			var br *bufio.Reader
+			if via == "connect" {
+				c = h.dial()
+				fmt.Fprintf(c, "CONNECT api.example.test:%d HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port, port)
+				br = bufio.NewReader(c)
+				if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("CONNECT: %v %v", resp, err)
+				}
+			} else {
+				code, sc := h.socks("api.example.test", port)
+				if code != socksSucceeded {
+					t.Fatalf("SOCKS5 reply %d", code)
+				}
+				c, br = sc, bufio.NewReader(sc)
+			}
+			c.Write([]byte(good))
+			if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: the request without a placeholder: %v %v", via, resp, err)
+			} else {
+				io.Copy(io.Discard, resp.Body)
+			}
+			c.Write([]byte(leak))
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			io.Copy(io.Discard, br)
+			c.Close()
+			if hits.Load() != 1 {
+				t.Errorf("%s %q: the server got %d requests, want only the first", via, leak, hits.Load())
+			}
+		}
+	}
+	if leaks.Load() != 0 {
+		t.Errorf("%d placeholders reached the server", leaks.Load())
+	}
+	// A tunnel's event comes when it has closed.
+	denied := 0
+	for deadline := time.Now().Add(3 * time.Second); denied < 6 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		denied = 0
+		for _, e := range h.eventsFor("api.example.test") {
+			if e.Decision == "deny" && strings.Contains(e.Reason, "API_TOKEN") {
+				denied++
+			}
+		}
+	}
+	if denied != 6 {
+		t.Errorf("%d audited denials naming API_TOKEN, want 6: %+v", denied, h.eventsFor("api.example.test"))
+	}
+}

@@ -531,7 +531,7 @@ func (c *countConn) Write(p []byte) (int, error) {
 			if refused == nil {
 				refused = func(error) {}
 			}
-			st := newTunnelStream(c.Conn, c.check.host, func(n int) { c.up.Add(int64(n)) }, refused)
+			st := newTunnelStream(c.Conn, c.check, func(n int) { c.up.Add(int64(n)) }, refused)
 			c.stream.Store(st)
 			if _, err := st.Write(out); err != nil {
 				return 0, err
@@ -690,7 +690,7 @@ func copyStream(w io.Writer, r io.Reader) (int64, error) {
 // against the decided host; a tunnel refused for domain fronting is
 // reported as a deny.
 func (s *Server) upstream(c net.Conn, t *target, ev Event) *countConn {
-	cc := &countConn{Conn: c, check: &firstCheck{host: t.host}}
+	cc := &countConn{Conn: c, check: &firstCheck{host: t.host, leak: s.tunnelLeak(t.host, t.port)}}
 	var mu sync.Mutex
 	var refusedErr error
 	cc.refused = func(err error) {
