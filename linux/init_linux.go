@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -158,6 +159,9 @@ func (ir *initRun) startCommand() (pid, code int, err error) {
 			return 0, ExitInitFailed, err
 		}
 		ir.mark(phaseStub)
+	}
+	if buf, ok := ir.dec.Buffered().(interface{ Len() int }); ok && buf.Len() == 0 && !readable(InitSpecFD) {
+		warmCallCoding(stub != nil)
 	}
 	if err := ir.dec.Decode(&ir.call); err != nil || len(ir.call.Argv) == 0 {
 		stub.kill()
@@ -487,6 +491,9 @@ func RlimitExec(args []string) int {
 			return ExitInitFailed
 		}
 	}
+	if !readable(3) {
+		warmCallCoding(false)
+	}
 	var c stubCall
 	err := json.NewDecoder(io.LimitReader(os.NewFile(3, "command"), 64<<20)).Decode(&c)
 	unix.Close(3)
@@ -586,4 +593,32 @@ func stamp(i int, t time.Time) {
 	b[0], b[1] = InitStamp, byte(i)
 	binary.LittleEndian.PutUint64(b[2:], uint64(t.UnixNano()))
 	unix.Write(InitReadyFD, b[:])
+}
+
+// readable reports whether fd has something to read now.
+func readable(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// warmCallCoding decodes a sample command (and, for the init with a limits
+// stub, encodes one for the stub), while the command has not come: the
+// first coding of a type builds encoding/json's caches and touches code
+// pages a process has not run yet (15 µs a page fault on a slow VM), which
+// would otherwise fall between the command's arrival and its start
+// (0.3-0.4 ms measured in a warm call's hand-over).
+func warmCallCoding(encodeStub bool) {
+	sample := stubCall{Path: "/bin/true", Argv: []string{"true"}, Env: []string{"A=b"}, Dir: "/"}
+	b, err := json.Marshal(sample)
+	if err != nil {
+		return
+	}
+	var c InitCall
+	_ = json.NewDecoder(bytes.NewReader(b)).Decode(&c)
+	var st stubCall
+	_ = json.NewDecoder(bytes.NewReader(b)).Decode(&st)
+	if encodeStub {
+		_ = json.NewEncoder(io.Discard).Encode(sample)
+	}
 }
