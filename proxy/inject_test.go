@@ -596,14 +596,7 @@ func TestSOCKSToBoundHostIsTerminated(t *testing.T) {
 		got.Store(r.Header.Get("X-Token"))
 		io.WriteString(w, "echo "+r.Header.Get("X-Token")+" stored "+real)
 	})
-	plain, tlsSrv := httptest.NewServer(h), httptest.NewTLSServer(h)
-	defer plain.Close()
-	defer tlsSrv.Close()
-	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{
-		"API_TOKEN": {Hosts: []string{"example.com"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, tlsSrv, res := boundToExample(t, h, real)
 	ph := res.Secrets[0].Placeholder
 	hr := terminatingHarness(t, res.Secrets, tlsSrv.Certificate())
 	for _, tt := range []struct {
@@ -654,14 +647,7 @@ func TestBoundHostHeaderNameHoldingAValue(t *testing.T) {
 		w.Header().Set("X-Kept", "k")
 		io.WriteString(w, "ok")
 	})
-	plain, tlsSrv := httptest.NewServer(h), httptest.NewTLSServer(h)
-	defer plain.Close()
-	defer tlsSrv.Close()
-	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{
-		"API_TOKEN": {Hosts: []string{"example.com"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, tlsSrv, res := boundToExample(t, h, real)
 	c := terminatingClient(t, res.Secrets, tlsSrv.Certificate())
 	resp, err := c.Get("http://example.com:" + portOf(plain.URL) + "/")
 	if err != nil {
@@ -757,4 +743,19 @@ func TestTunnelPlaceholderRefused(t *testing.T) {
 	if denied != 6 {
 		t.Errorf("%d audited denials naming API_TOKEN, want 6: %+v", denied, h.eventsFor("api.example.test"))
 	}
+}
+
+// boundToExample starts h as a plain and a TLS server (closed with the
+// test) and masks API_TOKEN=real, bound to example.com.
+func boundToExample(t *testing.T, h http.Handler, real string) (plain, tlsSrv *httptest.Server, res *creds.Result) {
+	t.Helper()
+	plain, tlsSrv = httptest.NewServer(h), httptest.NewTLSServer(h)
+	t.Cleanup(plain.Close)
+	t.Cleanup(tlsSrv.Close)
+	res, err := creds.MaskEnv([]string{"API_TOKEN=" + real}, creds.Config{Vars: map[string]creds.VarConfig{
+		"API_TOKEN": {Hosts: []string{"example.com"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain, tlsSrv, res
 }
