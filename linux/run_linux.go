@@ -522,9 +522,9 @@ type launched struct {
 	rep       *TxReport
 	target    *sandboxPID
 	initState <-chan initState
-	// call takes the command for the init (closed: none); start takes
-	// the clock from which the host's changes are conflicts.
-	call  chan []byte
+	// spec is the init's spec pipe; start takes the clock from which the
+	// host's changes are conflicts.
+	spec  *specOut
 	start chan TxStart
 }
 
@@ -548,7 +548,7 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 		fds.closeParentEnds()
 		return nil, err
 	}
-	l := &launched{fds: fds, target: newSandboxPID(), call: make(chan []byte, 1)}
+	l := &launched{fds: fds, target: newSandboxPID()}
 	cmd, tx, out, err := r.helperCmd(r.bwrap, r.exe, plan, fds)
 	if err != nil {
 		fds.closeChildEnds()
@@ -564,7 +564,7 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 		return nil, fmt.Errorf("%w: start bubblewrap: %v", pipeline.ErrUnavailable, err)
 	}
 	r.trace.Mark("sbx: helper started")
-	go sendSpec(fds.specW, policy, l.call)
+	l.spec = sendPolicy(fds.specW, policy)
 	fds.specW = nil
 	l.txRep = make(chan *TxReport, 1)
 	l.start = make(chan TxStart, 1)
@@ -575,16 +575,34 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 	return l, nil
 }
 
-// sendSpec writes the init's policy at once, then its command when it
-// comes, and closes the pipe: EOF with no command means none.
-func sendSpec(w *os.File, policy []byte, call <-chan []byte) {
-	defer w.Close()
-	if _, err := w.Write(policy); err != nil {
-		return
+// specOut is sbx's end of the init's spec pipe: the policy goes at the
+// launch, the command with the call, then EOF (EOF with no command means
+// none).
+type specOut struct {
+	w    *os.File
+	sent chan error // the policy's write ended
+}
+
+// sendPolicy writes the init's policy in the background (a large one
+// fills the pipe until the init reads it).
+func sendPolicy(w *os.File, policy []byte) *specOut {
+	o := &specOut{w: w, sent: make(chan error, 1)}
+	go func() {
+		_, err := w.Write(policy)
+		o.sent <- err
+	}()
+	return o
+}
+
+// send writes the command (nil: none) once the policy is written, and
+// closes the pipe. It writes from the caller's goroutine: a hand-over to
+// another goroutine waited behind whatever sbx did next (the signal set-up
+// of the supervision, ~0.3 ms).
+func (o *specOut) send(call []byte) {
+	if err := <-o.sent; err == nil && call != nil {
+		o.w.Write(call)
 	}
-	if c, ok := <-call; ok {
-		w.Write(c)
-	}
+	o.w.Close()
 }
 
 // release closes sbx's ends of the launched sandbox's descriptors.
@@ -606,16 +624,16 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 		// wait for.
 		now := coarseNow()
 		l.start <- TxStart{Clock: &now}
-		close(l.call)
+		l.spec.send(nil)
 	} else {
 		l.start <- r.e.conflictClock(r.called, r.spec.FS.Writable)
 		r.trace.Mark("sbx: conflict clock past the call")
 		call, err := json.Marshal(r.callSpec(s))
 		if err != nil {
-			close(l.call)
+			l.spec.send(nil)
 			return err
 		}
-		l.call <- call
+		l.spec.send(call)
 	}
 	target, cmd := l.target, l.cmd
 	sv := pipeline.Supervision{Signal: target.signal, Kill: func() {
