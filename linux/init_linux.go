@@ -3,7 +3,6 @@
 package linux
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -53,7 +52,8 @@ func Init() int {
 	}
 	// InitReadyFD stays open (close-on-exec, so the command never has it)
 	// to report a full /tmp once the command is done.
-	ir.dec = json.NewDecoder(io.LimitReader(os.NewFile(InitSpecFD, "spec"), 64<<20))
+	ir.in = io.LimitReader(os.NewFile(InitSpecFD, "spec"), 64<<20)
+	ir.dec = json.NewDecoder(ir.in)
 	if err := ir.dec.Decode(&ir.spec); err != nil {
 		if err != io.EOF {
 			fmt.Fprintf(os.Stderr, "sbx init: decode spec: %v\n", err)
@@ -141,7 +141,10 @@ func reapAll(limit time.Duration) bool {
 type initRun struct {
 	spec InitSpec
 	call InitCall
-	dec  *json.Decoder
+	// in is the spec pipe; dec read the policy from it (and holds what
+	// it read past it).
+	in  io.Reader
+	dec *json.Decoder
 	// stamps are when each phase ended (0: not reached); sent is how many
 	// have been reported.
 	stamps [len(initPhases)]time.Time
@@ -160,12 +163,10 @@ func (ir *initRun) startCommand() (pid, code int, err error) {
 		}
 		ir.mark(phaseStub)
 	}
-	if buf, ok := ir.dec.Buffered().(interface{ Len() int }); ok && buf.Len() == 0 && !readable(InitSpecFD) {
-		warmCallCoding(stub != nil)
-	}
-	if err := ir.dec.Decode(&ir.call); err != nil || len(ir.call.Argv) == 0 {
+	got, err := readCall(io.MultiReader(ir.dec.Buffered(), ir.in), &ir.call)
+	if !got || err != nil || len(ir.call.Argv) == 0 {
 		stub.kill()
-		if err == io.EOF {
+		if !got && err == nil {
 			return 0, ExitInitFailed, nil // a warm sandbox thrown away
 		}
 		return 0, ExitInitFailed, fmt.Errorf("decode command: %v", err)
@@ -268,7 +269,7 @@ func startStub(spec *InitSpec) (*stubProc, error) {
 // send gives the stub the command to exec.
 func (st *stubProc) send(c stubCall) error {
 	defer st.w.Close()
-	return json.NewEncoder(st.w).Encode(c)
+	return writeCall(st.w, c)
 }
 
 // kill stops a stub that will run nothing (nil: none).
@@ -491,13 +492,10 @@ func RlimitExec(args []string) int {
 			return ExitInitFailed
 		}
 	}
-	if !readable(3) {
-		warmCallCoding(false)
-	}
 	var c stubCall
-	err := json.NewDecoder(io.LimitReader(os.NewFile(3, "command"), 64<<20)).Decode(&c)
+	got, err := readCall(os.NewFile(3, "command"), &c)
 	unix.Close(3)
-	if err != nil || len(c.Argv) == 0 {
+	if !got || err != nil || len(c.Argv) == 0 {
 		return ExitInitFailed // the init had no command for it (and said why)
 	}
 	if err := unix.Chdir(c.Dir); err != nil {
@@ -593,32 +591,4 @@ func stamp(i int, t time.Time) {
 	b[0], b[1] = InitStamp, byte(i)
 	binary.LittleEndian.PutUint64(b[2:], uint64(t.UnixNano()))
 	unix.Write(InitReadyFD, b[:])
-}
-
-// readable reports whether fd has something to read now.
-func readable(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0
-}
-
-// warmCallCoding decodes a sample command (and, for the init with a limits
-// stub, encodes one for the stub), while the command has not come: the
-// first coding of a type builds encoding/json's caches and touches code
-// pages a process has not run yet (15 µs a page fault on a slow VM), which
-// would otherwise fall between the command's arrival and its start
-// (0.3-0.4 ms measured in a warm call's hand-over).
-func warmCallCoding(encodeStub bool) {
-	sample := stubCall{Path: "/bin/true", Argv: []string{"true"}, Env: []string{"A=b"}, Dir: "/"}
-	b, err := json.Marshal(sample)
-	if err != nil {
-		return
-	}
-	var c InitCall
-	_ = json.NewDecoder(bytes.NewReader(b)).Decode(&c)
-	var st stubCall
-	_ = json.NewDecoder(bytes.NewReader(b)).Decode(&st)
-	if encodeStub {
-		_ = json.NewEncoder(io.Discard).Encode(sample)
-	}
 }

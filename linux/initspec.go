@@ -12,7 +12,8 @@ const InitArg = "__sbx_init"
 //
 //	fd  direction       what
 //	3   sbx  → init     the InitSpec (the policy), as JSON, at once; then
-//	                    the InitCall (the command), as JSON, when there is
+//	                    the InitCall (the command), in its wire form
+//	                    (callwire.go), when there is
 //	                    one (a warm sandbox gets it later), then EOF
 //	                    (InitSpecFD); EOF without a call: nothing runs
 //	4   bwrap → sbx     bubblewrap's --info-fd: {"child-pid": N} (relayed
@@ -141,23 +142,24 @@ type InitSpec struct {
 	QuietFD int `json:"quietFD,omitempty"`
 }
 
-// InitCall is the command the init runs under its InitSpec.
+// InitCall is the command the init runs under its InitSpec; it travels
+// in a wire form of its own (MarshalBinary), never as JSON.
 type InitCall struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
+	Argv []string
+	Env  []string
+	Dir  string
 	// Trace makes the init report when each of its phases ended
 	// (InitStamp), for --debug.
-	Trace bool `json:"trace,omitempty"`
+	Trace bool
 }
 
 // stubCall is what the init sends the limits stub (RlimitExec) on its fd
 // 3: the command, resolved.
 type stubCall struct {
-	Path string   `json:"path"`
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
+	Path string
+	Argv []string
+	Env  []string
+	Dir  string
 }
 
 // Exit statuses the init uses for its own failures, as a shell does.

@@ -628,7 +628,7 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 	} else {
 		l.start <- r.e.conflictClock(r.called, r.spec.FS.Writable)
 		r.trace.Mark("sbx: conflict clock past the call")
-		call, err := json.Marshal(r.callSpec(s))
+		call, err := r.callSpec(s).MarshalBinary()
 		if err != nil {
 			l.spec.send(nil)
 			return err
