@@ -150,6 +150,52 @@ func FuzzRedactWriter(f *testing.F) {
 	})
 }
 
+// FuzzRedactReader: what the reader returns, whatever the size of the
+// caller's buffer (below and above what it reads into in place), is what
+// the writer makes of the same chunks. (Both can differ from Redact of the
+// whole text where a form ends a chunk and a longer one begins with it: a
+// base64 value cut after its offset form keeps its last one or two
+// characters, the bits its last byte shares with what follows.)
+func FuzzRedactReader(f *testing.F) {
+	f.Add("hello s3cr3tvalue world s3cr3", 3, 700, false)
+	f.Add("czNjcjN0dmFsdWU= s3cr3tvalue", 1, 1, true)
+	f.Fuzz(func(t *testing.T, text string, chunk, size int, placeholder bool) {
+		res, _ := MaskEnv([]string{"API_TOKEN=s3cr3tvalue"}, Config{})
+		r := NewRedactor(res.Secrets)
+		if placeholder {
+			r = NewPlaceholderRedactor(res.Secrets)
+		}
+		if chunk <= 0 || chunk > 4096 {
+			chunk = 7
+		}
+		if size <= 0 || size > 4096 {
+			size = 600
+		}
+		rd := r.Reader(io.NopCloser(&chunkReader{text, chunk}))
+		var got []byte
+		p := make([]byte, size)
+		for {
+			n, err := rd.Read(p)
+			got = append(got, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var want bytes.Buffer
+		w := r.Writer(&want)
+		for i := 0; i < len(text); i += chunk {
+			w.Write([]byte(text[i:min(len(text), i+chunk)]))
+		}
+		w.Close()
+		if string(got) != want.String() {
+			t.Fatalf("reader %q != writer %q", got, want.String())
+		}
+	})
+}
+
 func TestPlaceholderRedactor(t *testing.T) {
 	v := "s3cr3t/v@lue+x"
 	res, _ := MaskEnv([]string{"API_TOKEN=" + v}, Config{})
@@ -343,4 +389,30 @@ func TestRedactorEchoShapes(t *testing.T) {
 			t.Errorf("%q: the output redactor left %q", tt.value, got)
 		}
 	}
+}
+
+// FuzzHeldTail: the hold-back finds the longest suffix that begins a form,
+// as trying every length does.
+func FuzzHeldTail(f *testing.F) {
+	f.Add("s3cr3t/v@lue+x", "abc s3cr3t/v@l")
+	f.Add("aabaab", "xaabaa")
+	f.Fuzz(func(t *testing.T, value, s string) {
+		res, err := MaskEnv([]string{"API_TOKEN=" + value}, Config{})
+		if err != nil || len(res.Secrets) == 0 {
+			return
+		}
+		r := NewPlaceholderRedactor(res.Secrets)
+		want := 0
+		for _, form := range r.forms {
+			for k := min(len(form)-1, len(s)); k > want; k-- {
+				if strings.HasSuffix(s, form[:k]) {
+					want = k
+					break
+				}
+			}
+		}
+		if got := r.heldTail(s); got != want {
+			t.Fatalf("heldTail(%q) = %d, want %d (forms %q)", s, got, want, r.forms)
+		}
+	})
 }

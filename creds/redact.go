@@ -243,9 +243,19 @@ func (r *Redactor) KeepsLength() bool {
 // stream holds back only those, so text that cannot be a secret passes at
 // once.
 func (r *Redactor) heldTail(s string) int {
-	keep := 0
+	if s == "" {
+		return 0
+	}
+	last, keep := s[len(s)-1], 0
 	for _, f := range r.forms {
+		// Only a prefix ending in s's last byte can be its suffix: try
+		// those, longest first.
 		for k := min(len(f)-1, len(s)); k > keep; k-- {
+			j := strings.LastIndexByte(f[:k], last)
+			if j < 0 || j+1 <= keep {
+				break
+			}
+			k = j + 1
 			if strings.HasSuffix(s, f[:k]) {
 				keep = k
 				break
@@ -390,35 +400,51 @@ func (r *Redactor) Reader(src io.ReadCloser) io.ReadCloser {
 	if r == nil || r.r == nil {
 		return src
 	}
-	rr := &redactReader{src: src}
-	rr.w = &redactWriter{r: r, w: &rr.out}
-	return rr
+	return &redactReader{r: r, src: src}
 }
 
+// redactReader reads into the caller's buffer and hands back in place what
+// holds no secret form (a body, almost always): no copy of its own. Only
+// text with a form in it, and the end of the stream, go through out.
 type redactReader struct {
-	src  io.ReadCloser
-	w    *redactWriter
-	out  bytes.Buffer
-	buf  []byte
-	done bool
-	err  error
+	r   *Redactor
+	src io.ReadCloser
+	// pending is a tail held back: it could begin a form (after a
+	// replacement, it is the replaced text's tail, as in the writer).
+	pending []byte
+	out     bytes.Buffer // redacted bytes not yet returned
+	buf     []byte       // for a caller's buffer too small to read into
+	done    bool
+	err     error
 }
+
+// minDirect is the least room past the held tail for a read into the
+// caller's buffer.
+const minDirect = 512
 
 func (rr *redactReader) Read(p []byte) (int, error) {
 	for rr.out.Len() == 0 && !rr.done {
-		if rr.buf == nil {
-			rr.buf = make([]byte, 32<<10)
+		dst, direct := p, true
+		if len(p) < len(rr.pending)+minDirect {
+			if rr.buf == nil {
+				rr.buf = make([]byte, 32<<10)
+			}
+			dst, direct = rr.buf, false
 		}
-		n, err := rr.src.Read(rr.buf)
+		k := copy(dst, rr.pending)
+		n, err := rr.src.Read(dst[k:])
+		pass := 0
 		if n > 0 {
-			rr.w.Write(rr.buf[:n]) // into rr.out: cannot fail
+			pass = rr.scan(dst[:k+n])
+			if !direct {
+				rr.out.Write(dst[:pass])
+			}
 		}
 		if err != nil {
-			rr.w.Close()
-			rr.done = true
-			if err != io.EOF {
-				rr.err = err
-			}
+			rr.finish(err)
+		}
+		if direct && pass > 0 {
+			return pass, nil
 		}
 	}
 	if rr.out.Len() > 0 {
@@ -428,6 +454,34 @@ func (rr *redactReader) Read(p []byte) (int, error) {
 		return 0, rr.err
 	}
 	return 0, io.EOF
+}
+
+// scan takes b, the held tail and what was just read after it: it returns
+// how many bytes at b's start pass as they are, keeping the rest as the
+// held tail; when b holds a form, its redaction goes to out and none pass.
+func (rr *redactReader) scan(b []byte) int {
+	r := rr.r
+	if !r.anyFormIn(b) {
+		tail := b[len(b)-min(len(b), r.longest-1):]
+		cut := len(b) - r.heldTail(string(tail))
+		rr.pending = append(rr.pending[:0], b[cut:]...)
+		return cut
+	}
+	red := r.replace(string(b))
+	cut := len(red) - r.heldTail(red)
+	rr.out.WriteString(red[:cut])
+	rr.pending = append(rr.pending[:0], red[cut:]...)
+	return 0
+}
+
+// finish ends the stream at src's error: the held tail goes out redacted
+// (a value cut off at the end included).
+func (rr *redactReader) finish(err error) {
+	rr.out.WriteString(rr.r.Redact(string(rr.pending)))
+	rr.pending, rr.done = nil, true
+	if err != io.EOF {
+		rr.err = err
+	}
 }
 
 func (rr *redactReader) Close() error { return rr.src.Close() }
