@@ -348,14 +348,53 @@ func (rw *redactWriter) Write(p []byte) (int, error) {
 	if len(rw.pending) == 0 {
 		rw.pending = append(rw.pending, p...)
 	}
-	red := rw.r.replace(string(rw.pending))
-	// Hold back only a tail that could be the start of a secret.
-	cut := len(red) - rw.r.heldTail(red)
-	if _, err := io.WriteString(rw.w, red[:cut]); err != nil {
+	out, held := rw.r.streamCut(string(rw.pending))
+	if _, err := io.WriteString(rw.w, out); err != nil {
 		return 0, err
 	}
-	rw.pending = append(rw.pending[:0], red[cut:]...)
+	rw.pending = append(rw.pending[:0], held...)
 	return len(p), nil
+}
+
+// streamCut splits text that holds a form, in a stream: out is its
+// redaction up to a cut, held the raw text after it, to be read again with
+// what follows, so that the stream is redacted exactly as the whole text
+// is. The cut is where the longest tail that could begin a form starts (a
+// form found there may begin a longer one: a base64 value's offset form
+// before its last characters), or earlier, at the start of the match
+// Replace takes that runs past it. Matches are found as the replacer
+// takes them: leftmost, and of the forms there the first listed (the
+// longest).
+func (r *Redactor) streamCut(text string) (out, held string) {
+	tail := len(text) - r.heldTail(text)
+	cut := tail
+	next := make([]int, len(r.forms)) // each form's next start, -1: none
+	for k := range next {
+		next[k] = -2 // not searched yet
+	}
+	for i := 0; i < tail; {
+		start, end := -1, 0
+		for k, f := range r.forms {
+			if next[k] == -2 || next[k] >= 0 && next[k] < i {
+				next[k] = -1
+				if x := strings.Index(text[i:], f); x >= 0 {
+					next[k] = i + x
+				}
+			}
+			if next[k] >= 0 && (start < 0 || next[k] < start) {
+				start, end = next[k], next[k]+len(f)
+			}
+		}
+		if start < 0 || start >= tail {
+			break
+		}
+		if end > tail {
+			cut = start
+			break
+		}
+		i = end
+	}
+	return r.replace(text[:cut]), text[cut:]
 }
 
 func (rw *redactWriter) Close() error {
@@ -467,10 +506,9 @@ func (rr *redactReader) scan(b []byte) int {
 		rr.pending = append(rr.pending[:0], b[cut:]...)
 		return cut
 	}
-	red := r.replace(string(b))
-	cut := len(red) - r.heldTail(red)
-	rr.out.WriteString(red[:cut])
-	rr.pending = append(rr.pending[:0], red[cut:]...)
+	out, held := r.streamCut(string(b))
+	rr.out.WriteString(out)
+	rr.pending = append(rr.pending[:0], held...)
 	return 0
 }
 
