@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -439,4 +440,75 @@ func FuzzHeldTail(f *testing.F) {
 			t.Fatalf("heldTail(%q) = %d, want %d (forms %q)", s, got, want, r.forms)
 		}
 	})
+}
+
+// emptyReader serves s in chunks of n and, like a TLS connection, answers
+// a read into an empty buffer with (0, nil), counting them.
+type emptyReader struct {
+	s       string
+	n       int
+	empties int
+}
+
+func (e *emptyReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		if e.empties++; e.empties > 1000 {
+			return 0, errors.New("1000 reads into an empty buffer")
+		}
+		return 0, nil
+	}
+	if e.s == "" {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), e.n)], e.s)
+	e.s = e.s[k:]
+	return k, nil
+}
+
+// A value whose form is longer than the reader's own buffer (an 11 KB
+// value percent-encoded is 33 KB): the held tail outgrew the buffer and the
+// reader asked its source for nothing, forever (a red-team pass).
+func TestReaderHoldsAFormLongerThanItsBuffer(t *testing.T) {
+	v := strings.Repeat("k3y9", 11000/4)
+	res, _ := MaskEnv([]string{"API_TOKEN=" + v}, Config{})
+	r := NewPlaceholderRedactor(res.Secrets)
+	text := "hello " + percentAll(v, false) + " bye"
+	src := &emptyReader{s: text, n: 16 << 10}
+	rd := r.Reader(io.NopCloser(src))
+	var got []byte
+	p := make([]byte, 32<<10)
+	for {
+		n, err := rd.Read(p)
+		got = append(got, p[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%v after %d bytes", err, len(got))
+		}
+	}
+	if string(got) != r.Redact(text) || src.empties > 0 {
+		t.Errorf("%d bytes, %d empty reads", len(got), src.empties)
+	}
+}
+
+// The end of a stream is redacted as the end of the whole text, where a
+// cut-off form would begin inside a replacement (a red-team pass: a
+// placeholder ending with its value's first bytes, then the value's next
+// bytes).
+func TestStreamEndsAsTheWholeText(t *testing.T) {
+	s := &Secret{Name: "API_TOKEN", value: "abcdefgh", Placeholder: "qrstuvab", Mode: Mask}
+	two, _ := MaskEnv([]string{"A_TOKEN=aaaaaaaa", "B_TOKEN=EN]qwerty"}, Config{})
+	for _, tt := range []struct {
+		r    *Redactor
+		text string
+	}{
+		{NewPlaceholderRedactor([]*Secret{s}), "abcdefghcdef"},
+		{NewRedactor(two.Secrets), "aaaaaaaaqwer"},
+	} {
+		got, err := io.ReadAll(tt.r.Reader(io.NopCloser(strings.NewReader(tt.text))))
+		if err != nil || string(got) != tt.r.Redact(tt.text) {
+			t.Errorf("%q: stream %q, whole %q", tt.text, got, tt.r.Redact(tt.text))
+		}
+	}
 }

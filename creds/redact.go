@@ -24,6 +24,7 @@ type Redactor struct {
 	// forms are the strings replaced, for the streaming hold-back;
 	// longest is the longest's length.
 	forms   []string
+	bforms  [][]byte // forms, as bytes
 	longest int
 	// to are the forms' replacements, by form (for a cut-off form at the
 	// end of a stream).
@@ -206,7 +207,11 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 	for f, t := range to {
 		same = same && len(f) == len(t)
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, longest: len(found[0]), to: to, sameLength: same}
+	bforms := make([][]byte, len(found))
+	for i, f := range found {
+		bforms[i] = []byte(f)
+	}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, bforms: bforms, longest: len(found[0]), to: to, sameLength: same}
 }
 
 // core is v without the white space, line ends and quotes around it,
@@ -271,7 +276,17 @@ func (r *Redactor) Redact(s string) string {
 	if r == nil || r.r == nil {
 		return s
 	}
-	return r.redactCut(r.replace(s))
+	if !r.anyForm(s) {
+		return r.redactCut(s)
+	}
+	// As a stream ends: what lies before the cut is final, the held
+	// tail is redacted as a text of its own (so a stream, whose last
+	// held tail this is, ends the same).
+	out, held := r.streamCut(s)
+	if out == "" && held == s {
+		return r.redactCut(r.replace(s))
+	}
+	return out + r.Redact(held)
 }
 
 // replace returns s with every whole secret form replaced.
@@ -284,8 +299,8 @@ func (r *Redactor) replace(s string) string {
 
 // anyFormIn is anyForm for bytes.
 func (r *Redactor) anyFormIn(b []byte) bool {
-	for _, f := range r.forms {
-		if bytes.Contains(b, []byte(f)) {
+	for _, f := range r.bforms {
+		if bytes.Contains(b, f) {
 			return true
 		}
 	}
@@ -465,8 +480,10 @@ func (rr *redactReader) Read(p []byte) (int, error) {
 	for rr.out.Len() == 0 && !rr.done {
 		dst, direct := p, true
 		if len(p) < len(rr.pending)+minDirect {
-			if rr.buf == nil {
-				rr.buf = make([]byte, 32<<10)
+			// Room for the held tail (up to two forms: a long value's
+			// encodings can pass 32 KiB) and a read after it.
+			if len(rr.buf) < len(rr.pending)+32<<10 {
+				rr.buf = make([]byte, len(rr.pending)+32<<10)
 			}
 			dst, direct = rr.buf, false
 		}
