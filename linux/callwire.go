@@ -50,6 +50,9 @@ func (c *InitCall) UnmarshalBinary(b []byte) error {
 	if err != nil {
 		return err
 	}
+	if w.path != "" {
+		return errors.New("call: a path, which the init's call does not carry")
+	}
 	*c = InitCall{Argv: w.argv, Env: w.env, Dir: w.dir, Trace: w.trace}
 	return nil
 }
@@ -64,6 +67,9 @@ func (c *stubCall) UnmarshalBinary(b []byte) error {
 	w, err := decodeCall(b)
 	if err != nil {
 		return err
+	}
+	if w.trace {
+		return errors.New("call: a trace flag, which the stub's call does not carry")
 	}
 	*c = stubCall{Path: w.path, Argv: w.argv, Env: w.env, Dir: w.dir}
 	return nil

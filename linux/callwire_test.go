@@ -78,6 +78,15 @@ func TestCallWireBroken(t *testing.T) {
 			t.Errorf("%q: accepted (%v) as %#v", b, ok, c)
 		}
 	}
+	// A field the type does not carry is refused, not dropped.
+	var ic InitCall
+	if err := ic.UnmarshalBinary([]byte("sbxcall1\x00\x00/p\x00/\x001\x00true\x000\x00")); err == nil {
+		t.Errorf("the init's call took a path: %#v", ic)
+	}
+	var sc stubCall
+	if err := sc.UnmarshalBinary([]byte("sbxcall1\x00t\x00/p\x00/\x001\x00true\x000\x00")); err == nil {
+		t.Errorf("the stub's call took a trace flag: %#v", sc)
+	}
 	var c InitCall
 	if ok, err := readCall(bytes.NewReader(nil), &c); ok || err != nil {
 		t.Errorf("empty stream: %v %v", ok, err)
