@@ -377,6 +377,7 @@ func TestRedactorEchoShapes(t *testing.T) {
 		{"pässwört/ü-0123", func(v string) string { return `{"a":"` + jsonEscape(v, jsonASCII) + `"}` }},
 		{"pässwört/ü-0123", func(v string) string { return `{"a":"` + jsonEscape(v, jsonASCII|jsonSlash) + `"}` }},
 		{"a<b>&c-secretvalue", func(v string) string { b, _ := json.Marshal(v); return string(b) }},
+		{"lïne\u2028sep-secretvalue", func(v string) string { b, _ := json.Marshal(v); return string(b) }},
 	} {
 		res, err := MaskEnv([]string{"DB_PASSWORD=" + tt.value}, Config{})
 		if err != nil || len(res.Secrets) != 1 {
@@ -390,6 +391,22 @@ func TestRedactorEchoShapes(t *testing.T) {
 		}
 		if got := NewRedactor(res.Secrets).Redact(echoed); strings.Contains(got, core(tt.value)) {
 			t.Errorf("%q: the output redactor left %q", tt.value, got)
+		}
+	}
+}
+
+// A value percent-encoded as JavaScript's encodeURIComponent and Python's
+// quote write it (a red-team pass: neither was a form) is redacted.
+func TestRedactorURIComponents(t *testing.T) {
+	res, _ := MaskEnv([]string{"DB_PASSWORD=p@ss w0rd!(x)/y"}, Config{})
+	for _, echo := range []string{
+		"q=p%40ss%20w0rd!(x)%2Fy&z",     // encodeURIComponent
+		"q=p%40ss%20w0rd%21%28x%29/y&z", // urllib.parse.quote
+	} {
+		for _, r := range []*Redactor{NewRedactor(res.Secrets), NewPlaceholderRedactor(res.Secrets)} {
+			if got := r.Redact(echo); strings.Contains(got, "w0rd") {
+				t.Errorf("%q became %q", echo, got)
+			}
 		}
 	}
 }

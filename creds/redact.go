@@ -41,6 +41,9 @@ var encodings = []func(string) string{
 	func(v string) string { return base64.URLEncoding.EncodeToString([]byte(v)) },
 	func(v string) string { return base64.RawURLEncoding.EncodeToString([]byte(v)) },
 	url.QueryEscape, url.PathEscape,
+	// JavaScript's encodeURIComponent and Python's urllib.parse.quote.
+	func(v string) string { return percentExcept(v, "-_.!~*'()") },
+	func(v string) string { return percentExcept(v, "-_.~/") },
 	func(v string) string { return hex.EncodeToString([]byte(v)) },
 	func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) },
 	// Every byte percent-encoded (a valid URL encoding too), either case.
@@ -60,7 +63,7 @@ var encodings = []func(string) string{
 const (
 	jsonPlain = 0
 	jsonASCII = 1 << iota // every non-ASCII character, as \uXXXX (UTF-16)
-	jsonHTML              // <, > and &
+	jsonHTML              // <, > and &, and U+2028 and U+2029 (Go's)
 	jsonSlash             // / as \/
 )
 
@@ -87,7 +90,7 @@ func jsonEscape(v string, how int) string {
 			b.WriteString(`\b`)
 		case c == '\f':
 			b.WriteString(`\f`)
-		case c < 0x20, how&jsonHTML != 0 && (c == '<' || c == '>' || c == '&'):
+		case c < 0x20, how&jsonHTML != 0 && (c == '<' || c == '>' || c == '&' || c == 0x2028 || c == 0x2029):
 			fmt.Fprintf(&b, `\u%04x`, c)
 		case c > 0x7f && how&jsonASCII != 0 && size > 1:
 			for _, u := range utf16.Encode([]rune{c}) {
@@ -96,6 +99,21 @@ func jsonEscape(v string, how int) string {
 		default:
 			b.WriteString(raw) // an invalid byte as it is
 		}
+	}
+	return b.String()
+}
+
+// percentExcept percent-encodes (in upper case) every byte of v but ASCII
+// letters, digits and those in keep.
+func percentExcept(v, keep string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
 	}
 	return b.String()
 }
