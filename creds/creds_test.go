@@ -174,7 +174,7 @@ func FuzzRedactReader(f *testing.F) {
 		if size <= 0 || size > 4096 {
 			size = 600
 		}
-		rd := r.Reader(io.NopCloser(&chunkReader{text, chunk}))
+		rd := r.Reader(io.NopCloser(&chunkReader{s: text, n: chunk}))
 		var got []byte
 		p := make([]byte, size)
 		for {
@@ -338,22 +338,30 @@ func FuzzPlaceholderRedactorKeepsLength(f *testing.F) {
 		if chunk <= 0 || chunk > 64 {
 			chunk = 7
 		}
-		got, err := io.ReadAll(r.Reader(io.NopCloser(&chunkReader{text, chunk})))
+		got, err := io.ReadAll(r.Reader(io.NopCloser(&chunkReader{s: text, n: chunk})))
 		if err != nil || len(got) != len(text) {
 			t.Fatalf("Reader: %d bytes from %d (%v)", len(got), len(text), err)
 		}
 	})
 }
 
-// chunkReader returns s n bytes at a time.
+// chunkReader returns s n bytes at a time and, like a TLS connection,
+// answers a read into an empty buffer with (0, nil), counting them.
 type chunkReader struct {
-	s string
-	n int
+	s       string
+	n       int
+	empties int
 }
 
 func (c *chunkReader) Read(p []byte) (int, error) {
 	if c.s == "" {
 		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		if c.empties++; c.empties > 1000 {
+			return 0, errors.New("1000 reads into an empty buffer")
+		}
+		return 0, nil
 	}
 	k := copy(p[:min(len(p), c.n)], c.s)
 	c.s = c.s[k:]
@@ -426,7 +434,7 @@ func TestStreamWaitsForTheLongerForm(t *testing.T) {
 		wc.Write([]byte(text[:cut]))
 		wc.Write([]byte(text[cut:]))
 		wc.Close()
-		got, err := io.ReadAll(r.Reader(io.NopCloser(&chunkReader{text, cut})))
+		got, err := io.ReadAll(r.Reader(io.NopCloser(&chunkReader{s: text, n: cut})))
 		if err != nil || string(got) != r.Redact(text) || w.String() != r.Redact(text) {
 			t.Errorf("cut at %d: reader %q, writer %q, whole %q", cut, got, w.String(), r.Redact(text))
 		}
@@ -459,29 +467,6 @@ func FuzzHeldTail(f *testing.F) {
 	})
 }
 
-// emptyReader serves s in chunks of n and, like a TLS connection, answers
-// a read into an empty buffer with (0, nil), counting them.
-type emptyReader struct {
-	s       string
-	n       int
-	empties int
-}
-
-func (e *emptyReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		if e.empties++; e.empties > 1000 {
-			return 0, errors.New("1000 reads into an empty buffer")
-		}
-		return 0, nil
-	}
-	if e.s == "" {
-		return 0, io.EOF
-	}
-	k := copy(p[:min(len(p), e.n)], e.s)
-	e.s = e.s[k:]
-	return k, nil
-}
-
 // A value whose form is longer than the reader's own buffer (an 11 KB
 // value percent-encoded is 33 KB): the held tail outgrew the buffer and the
 // reader asked its source for nothing, forever (a red-team pass).
@@ -490,7 +475,7 @@ func TestReaderHoldsAFormLongerThanItsBuffer(t *testing.T) {
 	res, _ := MaskEnv([]string{"API_TOKEN=" + v}, Config{})
 	r := NewPlaceholderRedactor(res.Secrets)
 	text := "hello " + percentAll(v, false) + " bye"
-	src := &emptyReader{s: text, n: 16 << 10}
+	src := &chunkReader{s: text, n: 16 << 10}
 	rd := r.Reader(io.NopCloser(src))
 	var got []byte
 	p := make([]byte, 32<<10)
