@@ -481,8 +481,8 @@ func (r *Redactor) Reader(src io.ReadCloser) io.ReadCloser {
 type redactReader struct {
 	r   *Redactor
 	src io.ReadCloser
-	// pending is a tail held back: it could begin a form (after a
-	// replacement, it is the replaced text's tail, as in the writer).
+	// pending is a raw tail held back: it could begin a form, or holds
+	// one whose match runs into such a tail (see streamCut).
 	pending []byte
 	out     bytes.Buffer // redacted bytes not yet returned
 	buf     []byte       // for a caller's buffer too small to read into
