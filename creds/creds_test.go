@@ -174,19 +174,7 @@ func FuzzRedactReader(f *testing.F) {
 		if size <= 0 || size > 4096 {
 			size = 600
 		}
-		rd := r.Reader(io.NopCloser(&chunkReader{s: text, n: chunk}))
-		var got []byte
-		p := make([]byte, size)
-		for {
-			n, err := rd.Read(p)
-			got = append(got, p[:n]...)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		got := readWith(t, r.Reader(io.NopCloser(&chunkReader{s: text, n: chunk})), size)
 		var want bytes.Buffer
 		w := r.Writer(&want)
 		for i := 0; i < len(text); i += chunk {
@@ -345,6 +333,24 @@ func FuzzPlaceholderRedactorKeepsLength(f *testing.F) {
 	})
 }
 
+// readWith reads rd to its end through a buffer of size bytes; an error
+// other than EOF fails the test.
+func readWith(t *testing.T, rd io.Reader, size int) []byte {
+	t.Helper()
+	var got []byte
+	p := make([]byte, size)
+	for {
+		n, err := rd.Read(p)
+		got = append(got, p[:n]...)
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("%v after %d bytes", err, len(got))
+		}
+	}
+}
+
 // chunkReader returns s n bytes at a time and, like a TLS connection,
 // answers a read into an empty buffer with (0, nil), counting them.
 type chunkReader struct {
@@ -476,19 +482,7 @@ func TestReaderHoldsAFormLongerThanItsBuffer(t *testing.T) {
 	r := NewPlaceholderRedactor(res.Secrets)
 	text := "hello " + percentAll(v, false) + " bye"
 	src := &chunkReader{s: text, n: 16 << 10}
-	rd := r.Reader(io.NopCloser(src))
-	var got []byte
-	p := make([]byte, 32<<10)
-	for {
-		n, err := rd.Read(p)
-		got = append(got, p[:n]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%v after %d bytes", err, len(got))
-		}
-	}
+	got := readWith(t, r.Reader(io.NopCloser(src)), 32<<10)
 	if string(got) != r.Redact(text) || src.empties > 0 {
 		t.Errorf("%d bytes, %d empty reads", len(got), src.empties)
 	}
