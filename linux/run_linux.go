@@ -595,14 +595,61 @@ func sendPolicy(w *os.File, policy []byte) *specOut {
 }
 
 // send writes the command (nil: none) once the policy is written, and
-// closes the pipe. It writes from the caller's goroutine: a hand-over to
-// another goroutine waited behind whatever sbx did next (the signal set-up
-// of the supervision, ~0.3 ms).
+// closes the pipe. What fits in the pipe now is written from the caller's
+// goroutine: a hand-over to another goroutine waited behind whatever sbx
+// did next (the signal set-up of the supervision, ~0.3 ms). It never
+// blocks: a policy not yet written (a cold run: the init is still starting)
+// or a command larger than the pipe's free room is left to a goroutine, so
+// the supervision's timeout and context hold from here on.
 func (o *specOut) send(call []byte) {
-	if err := <-o.sent; err == nil && call != nil {
-		o.w.Write(call)
+	select {
+	case err := <-o.sent:
+		if err != nil || call == nil {
+			o.w.Close()
+			return
+		}
+		n := o.writeNow(call)
+		if n == len(call) {
+			o.w.Close()
+			return
+		}
+		call = call[n:]
+		go func() {
+			o.w.Write(call) // an error: the init is gone, and says so
+			o.w.Close()
+		}()
+	default:
+		go func() {
+			if err := <-o.sent; err == nil && call != nil {
+				o.w.Write(call)
+			}
+			o.w.Close()
+		}()
 	}
-	o.w.Close()
+}
+
+// writeNow writes what of b the pipe takes without waiting (the pipe is
+// non-blocking: os.Pipe), and says how much.
+func (o *specOut) writeNow(b []byte) int {
+	rc, err := o.w.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := unix.Write(int(fd), b[n:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || m <= 0 {
+				break
+			}
+			n += m
+		}
+		return true
+	})
+	return n
 }
 
 // release closes sbx's ends of the launched sandbox's descriptors.
