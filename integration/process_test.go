@@ -171,6 +171,35 @@ func TestSignalForwarding(t *testing.T) {
 	}
 }
 
+// TestEarlySignalIsNotLost: a SIGTERM that reaches sbx while the sandbox
+// is still being built ends the run: the command never finishes. Before,
+// one that came while the init was starting was dropped (PID 1 of a
+// namespace without a handler for it) and the command ran to its end, or
+// the init's runtime died of it and the run failed as a sandbox that
+// could not be built (125).
+func TestEarlySignalIsNotLost(t *testing.T) {
+	e := newEnv(t)
+	for d := time.Duration(0); d <= 40*time.Millisecond; d += 2 * time.Millisecond {
+		cmd := exec.Command(sbxBin, "run", "-c", "sleep 1; echo done > done.txt")
+		cmd.Dir, cmd.Env = e.ws, e.environ()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if _, err := os.Stat(e.path("done.txt")); err == nil {
+			t.Fatalf("SIGTERM after %s was lost: the command ran to its end (stderr %q)", d, stderr.String())
+		}
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !(ws.Signaled() && ws.Signal() == syscall.SIGTERM) && ws.ExitStatus() != 128+15 {
+			t.Fatalf("SIGTERM after %s: %s, want 143 or death by SIGTERM (stderr %q)", d, cmd.ProcessState, stderr.String())
+		}
+	}
+}
+
 func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	e := newEnv(t)
 	e.mkdir(".git/hooks")

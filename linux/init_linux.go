@@ -46,6 +46,14 @@ func Init() int {
 		}
 		unix.Close(fd)
 	}
+	// Only SIGCHLD and the signals worth forwarding: notifying every signal
+	// would also deliver the runtime's own SIGURG preemption signals, which
+	// can fill the channel and make a SIGCHLD be dropped. Before
+	// InitRunning: sbx holds the signals it forwards until then, and from
+	// now on they wait here for the command (without the handler, PID 1
+	// drops them, or the runtime dies of them).
+	ir.sigs = make(chan os.Signal, 64)
+	signal.Notify(ir.sigs, append([]os.Signal{syscall.SIGCHLD, syscall.SIGALRM}, forwarded...)...)
 	if _, err := unix.Write(InitReadyFD, []byte{InitRunning}); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: ready: %v\n", err)
 		return ExitInitFailed
@@ -61,11 +69,6 @@ func Init() int {
 		return ExitInitFailed // EOF: a warm sandbox thrown away
 	}
 	ir.mark(phasePolicy)
-	// Only SIGCHLD and the signals worth forwarding: notifying every signal
-	// would also deliver the runtime's own SIGURG preemption signals, which
-	// can fill the channel and make a SIGCHLD be dropped.
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD, syscall.SIGALRM}, forwarded...)...)
 	// Nothing the caller leaked may reach the command.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		fmt.Fprintf(os.Stderr, "sbx init: close_range: %v\n", err)
@@ -84,7 +87,7 @@ func Init() int {
 	if pid == 0 {
 		return code // no command came
 	}
-	status := waitCommand(pid, sigs, ir)
+	status := waitCommand(pid, ir.sigs, ir)
 	ir.quiet(status)
 	return status
 }
@@ -141,6 +144,8 @@ func reapAll(limit time.Duration) bool {
 type initRun struct {
 	spec InitSpec
 	call InitCall
+	// sigs are the signals the init takes for the command.
+	sigs chan os.Signal
 	// in is the spec pipe; dec read the policy from it (and holds what
 	// it read past it).
 	in  io.Reader

@@ -89,12 +89,16 @@ func (f *childFDs) closeParentEnds() {
 
 // sandboxPID is the sandbox's init, once bubblewrap has reported it,
 // held by a pidfd: a signal never reaches a process that reused its pid
-// after it exited (the helper merges for a while after). Signals that
-// arrive before are held and delivered then.
+// after it exited (the helper merges for a while after). Signals wait
+// until the init also said InitRunning: before, it has no handler for
+// them, so PID 1 of a namespace drops them (or the runtime dies of them,
+// and the run fails as a sandbox that could not be built). SIGKILL goes
+// as soon as the pid is known.
 type sandboxPID struct {
 	mu      sync.Mutex
 	fd      int  // -1 until set, and after close
 	known   bool // set was called (the init may be gone already)
+	running bool // the init said InitRunning: it takes signals
 	closed  bool
 	pending []os.Signal
 }
@@ -110,25 +114,45 @@ func (p *sandboxPID) set(pid int) {
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
+		p.pending = nil
 		return // it is gone already
 	}
 	p.fd = fd
-	for _, s := range p.pending {
-		_ = unix.PidfdSendSignal(fd, s.(syscall.Signal), nil, 0)
+	p.flush()
+}
+
+// takesSignals records InitRunning.
+func (p *sandboxPID) takesSignals() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running = true
+	p.flush()
+}
+
+// flush sends the held signals the init can take now.
+func (p *sandboxPID) flush() {
+	if p.fd < 0 {
+		return
 	}
-	p.pending = nil
+	held := p.pending[:0]
+	for _, s := range p.pending {
+		if p.running || s == syscall.SIGKILL {
+			_ = unix.PidfdSendSignal(p.fd, s.(syscall.Signal), nil, 0)
+		} else {
+			held = append(held, s)
+		}
+	}
+	p.pending = held
 }
 
 func (p *sandboxPID) signal(s os.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fd >= 0 {
-		_ = unix.PidfdSendSignal(p.fd, s.(syscall.Signal), nil, 0)
-		return
+	if p.known && p.fd < 0 {
+		return // gone, or closed
 	}
-	if !p.known {
-		p.pending = append(p.pending, s)
-	}
+	p.pending = append(p.pending, s)
+	p.flush()
 }
 
 // close releases the pidfd.
@@ -173,7 +197,7 @@ type initState struct {
 
 // watchReady reads the init's messages (fd 8) until EOF, and moves a held
 // command into its cgroup when the init says it waits (fd 9).
-func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int) <-chan initState {
+func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int, target *sandboxPID) <-chan initState {
 	out := make(chan initState, 1)
 	go func() {
 		defer readyR.Close()
@@ -188,6 +212,7 @@ func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int) <-chan init
 				r.readStamp(readyR)
 			case InitRunning:
 				st.ran = true
+				target.takesSignals()
 			case InitForked:
 				r.release(holdW, initPID)
 				holdW = nil

@@ -570,7 +570,7 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 	l.start = make(chan TxStart, 1)
 	go tx.exchange(l.txRep, l.start)
 	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, l.target)
-	l.initState = r.watchReady(fds.readyR, fds.holdW, initPID)
+	l.initState = r.watchReady(fds.readyR, fds.holdW, initPID, l.target)
 	fds.infoR, fds.readyR, fds.holdW = nil, nil, nil
 	return l, nil
 }
