@@ -24,6 +24,11 @@ type cgroups struct {
 	pidsDir string // where pids.max lives
 	memDir  string // where the memory limit lives
 	dirs    []string
+	// selfProcs and selfPID are sbx's own cgroup.procs and pid, and
+	// stopWarm ends their writes: see warmAttach.
+	selfProcs string
+	selfPID   int
+	stopWarm  func()
 }
 
 // cgroupFS is the cgroup filesystem as the cgroup code uses it; tests
@@ -131,6 +136,7 @@ func (h cgroupHost) newCgroups(l pipeline.Limits, name string) (*cgroups, error)
 		c.remove()
 		return nil, err
 	}
+	c.selfProcs, c.selfPID = h.selfProcs(c), h.pid
 	return c, nil
 }
 
@@ -320,6 +326,7 @@ func (c *cgroups) has(p string) bool {
 
 // add moves a process (and so everything it starts later) into the cgroups.
 func (c *cgroups) add(pid int) error {
+	defer c.endWarm()
 	for _, d := range c.dirs {
 		if err := c.fs.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid))); err != nil {
 			return fmt.Errorf("cgroup %s: %w", d, err)
@@ -370,6 +377,7 @@ func (c *cgroups) remove() {
 	if c == nil {
 		return
 	}
+	c.endWarm()
 	for _, d := range c.dirs {
 		// The last processes may still be exiting: retry for up to 1 s.
 		for i := 0; i < 200; i++ {

@@ -251,6 +251,7 @@ func (r *run) makeCgroups() error {
 		r.res.Warnings = append(r.res.Warnings, fb.notes...)
 	}
 	r.cg = cg
+	cg.warmAttach() // the command's move into it comes once the init forked it
 	return nil
 }
 
