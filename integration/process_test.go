@@ -322,6 +322,27 @@ func TestInitSurvivesFatalSignals(t *testing.T) {
 	}
 }
 
+// TestCommandStartsWithNoSignalIgnored: the command's signal dispositions
+// are the caller's, with and without the limits stub: the init drops the
+// signals the command sends it by taking them, not ignoring them, which a
+// command would inherit across exec (kill -ABRT did nothing).
+func TestCommandStartsWithNoSignalIgnored(t *testing.T) {
+	e := newEnv(t)
+	host, err := exec.Command("grep", "SigIgn", "/proc/self/status").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limits := range [][]string{nil, {"--max-procs", "64"}} {
+		args := append(append([]string{"run"}, limits...), "--", "grep", "SigIgn", "/proc/self/status")
+		if r := e.sbx(args...); r.code != 0 || r.stdout != string(host) {
+			t.Errorf("sbx %q: %d %q %q, want %q as on the host", args, r.code, r.stdout, r.stderr, host)
+		}
+	}
+	if r := e.sh("kill -ABRT $$; echo survived"); r.code != 128+6 || r.stdout != "" {
+		t.Errorf("kill -ABRT $$: %d %q %q, want 134", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestBackgroundWritersStopBeforeTheMerge: a writer the command left
 // running is dead before the merge starts, so what reaches the host is
 // one moment of its work: files 1..N and "last" naming N (or N-1, when

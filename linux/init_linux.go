@@ -35,9 +35,12 @@ func Init() int {
 	ir.mark(phaseRunning)
 	// The command can signal PID 1 with any signal the init handles, and
 	// the runtime ends a program on these with a stack dump (into the
-	// command's stderr): the init ignores them (a fault of its own still
-	// crashes it).
-	signal.Ignore(syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGILL, syscall.SIGBUS,
+	// command's stderr): the init takes them and drops them (a fault of
+	// its own still crashes it). Taken, not ignored: an ignored signal
+	// stays ignored across exec, and the command would start with SIGABRT
+	// ignored (abort-by-signal, kill -ABRT, would do nothing).
+	dropped := make(chan os.Signal, 1)
+	signal.Notify(dropped, syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGILL, syscall.SIGBUS,
 		syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT)
 	for i, fd := range []int{initStdinFD, initStdoutFD, initStderrFD} {
 		if err := unix.Dup3(fd, i, 0); err != nil {
