@@ -200,6 +200,39 @@ func TestEarlySignalIsNotLost(t *testing.T) {
 	}
 }
 
+// TestLateSignalKeepsTheStatus: signals that reach sbx after the command
+// ended (here a flood from "ready" on, which the command ignores) change
+// nothing: the command's status stands, its write is merged, the run's
+// directory is removed. Before, one that came while sbx finished the run
+// ended sbx by its default action (about 1 run in 5 here).
+func TestLateSignalKeepsTheStatus(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 8; i++ {
+		os.Remove(e.path("m"))
+		cmd := e.startReady(nil, "run", "-c", "trap '' TERM HUP INT; echo ready; sleep 0.3; echo x > m; exit 5")
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		sent := 0
+	flood:
+		for {
+			select {
+			case <-done:
+				break flood
+			case <-time.After(2 * time.Millisecond):
+				cmd.Process.Signal(syscall.SIGTERM)
+				sent++
+			}
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 5 {
+			t.Fatalf("run %d, %d SIGTERMs: %s, want exit 5", i, sent, cmd.ProcessState)
+		}
+		assertContent(t, e.path("m"), "x\n")
+		if runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs")); len(runs) != 0 {
+			t.Fatalf("run %d left its directory: %v", i, runs)
+		}
+	}
+}
+
 func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	e := newEnv(t)
 	e.mkdir(".git/hooks")

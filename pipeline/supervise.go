@@ -14,6 +14,20 @@ func forwardedSignals() []os.Signal {
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
 }
 
+type signalsKeptKey struct{}
+
+// WithSignalsKept marks ctx as the call of a process that runs one command
+// and exits (sbx run, sbx tool, --claude-shell): once the command has
+// ended, [Supervision.Supervise] goes on taking the signals it forwarded,
+// and drops them. Given back to their default action, one that came while
+// sbx finished the run (its report, its directories) ended sbx, with the
+// signal's status in place of the command's and the run's directory left
+// for the next run to clean. A long-lived process (serve, mcp) has its own
+// handling between calls and must not use it.
+func WithSignalsKept(ctx context.Context) context.Context {
+	return context.WithValue(ctx, signalsKeptKey{}, true)
+}
+
 // Supervision is how a backend reaches the command it started.
 type Supervision struct {
 	// Timeout kills the command after this long; zero means never.
@@ -32,11 +46,19 @@ type Supervision struct {
 func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitErr error, timedOut bool, err error) {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwardedSignals()...)
-	// Stopping takes 0.1-0.4 ms (the runtime's signal thread must
-	// acknowledge each signal), after the command has ended: it is left
-	// to the background, off the call's path. A signal in that window
-	// reaches no one, as one just after the command's exit did before.
-	defer func() { go signal.Stop(sigs) }()
+	defer func() {
+		if ctx.Value(signalsKeptKey{}) != nil {
+			go func() {
+				for range sigs { // dropped: the command has ended
+				}
+			}()
+			return
+		}
+		// Stopping takes 0.1-0.4 ms (the runtime's signal thread must
+		// acknowledge each signal), after the command has ended: it is
+		// left to the background, off the call's path.
+		go signal.Stop(sigs)
+	}()
 	var timeout <-chan time.Time
 	if sv.Timeout > 0 {
 		t := time.NewTimer(sv.Timeout)

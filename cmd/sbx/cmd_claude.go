@@ -75,7 +75,7 @@ func cmdClaudeShell(args []string, stdin io.Reader, stdout, stderr io.Writer) (i
 	stdio := pipeline.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	var out *session.Outcome
 	if isBash {
-		out, err = session.RunClaudeCall(context.Background(), opts, call, cwd, stdio)
+		out, err = session.RunClaudeCall(pipeline.WithSignalsKept(context.Background()), opts, call, cwd, stdio)
 	} else {
 		out, err = runUpstream(opts, script, cwd, stdio)
 	}
@@ -95,7 +95,7 @@ func runUpstream(o session.Options, script, dir string, stdio pipeline.Stdio) (*
 		return nil, err
 	}
 	defer s.Close()
-	return s.Run(context.Background(), session.Command{Shell: script, Dir: dir}, stdio)
+	return s.Run(pipeline.WithSignalsKept(context.Background()), session.Command{Shell: script, Dir: dir}, stdio)
 }
 
 // claudeOutcome prints what the model needs to know about the call (what

@@ -75,7 +75,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	if opts.Interactive {
 		opts.NetAsk = (&ttyAsker{decided: map[string]bool{}}).ask
 	}
-	ctx := context.Background()
+	ctx := pipeline.WithSignalsKept(context.Background())
 	var tr *pipeline.Trace
 	if o.debug {
 		tr = pipeline.NewTrace(stderr)

@@ -113,7 +113,7 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 		return 0, err
 	}
 	defer s.Close()
-	res := t.call(context.Background(), s, raw, stderr)
+	res := t.call(pipeline.WithSignalsKept(context.Background()), s, raw, stderr)
 	if err := writeResult(stdout, res, t.output == "structured"); err != nil {
 		return exitSbxError, err
 	}
