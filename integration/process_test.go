@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -230,6 +231,69 @@ func TestLateSignalKeepsTheStatus(t *testing.T) {
 		if runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs")); len(runs) != 0 {
 			t.Fatalf("run %d left its directory: %v", i, runs)
 		}
+	}
+}
+
+// TestUnreadOutputDoesNotHoldTheTimeout: with stdout a pipe nobody reads,
+// --timeout still ends sbx (124, said on stderr), as timeout(1) ends;
+// before, sbx waited on its write until the reader went away.
+func TestUnreadOutputDoesNotHoldTheTimeout(t *testing.T) {
+	e := newEnv(t)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close() // never read
+	cmd := exec.Command(sbxBin, "run", "--timeout", "1s", "--", "yes")
+	var stderr strings.Builder
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = e.ws, e.environ(), pw, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("sbx did not return 19 s after its timeout (stderr %q)", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 124 || !strings.Contains(stderr.String(), "timed out after 1s") {
+		t.Fatalf("%s, stderr %q: want 124 and the timeout named", cmd.ProcessState, stderr.String())
+	}
+}
+
+// TestClosedOutputReachesTheCommand: when the reader of sbx's stdout goes
+// away, the command sees a closed pipe (EPIPE, with SIGPIPE ignored) as it
+// would writing there itself, and goes on: its later write is merged and
+// its status is sbx's. Before, sbx died of SIGPIPE (141) and took the
+// sandbox with it.
+func TestClosedOutputReachesTheCommand(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "run", "-c", `trap '' PIPE; echo hello; sleep 0.5; echo more; sleep 0.3; echo again || echo "$?" > failed; echo done > f`)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(out, buf); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s, want the command's 0", cmd.ProcessState)
+	}
+	assertContent(t, e.path("f"), "done\n")
+	assertContent(t, e.path("failed"), "1\n") // the second write after the close failed
+	if runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs")); len(runs) != 0 {
+		t.Fatalf("the run left its directory: %v", runs)
 	}
 }
 

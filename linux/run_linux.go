@@ -696,7 +696,16 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 	waitErr, timedOut, ctxErr := sv.Supervise(ctx, l.finished())
 	r.trace.Mark("sbx: helper done (report and output in)")
 	r.res.TimedOut = timedOut
-	l.fds.waitCopies()
+	if timedOut || ctxErr != nil {
+		// Stopped, not ended: what the command wrote goes to readers that
+		// may not be reading (a full pipe); sbx returns, as timeout(1)
+		// does, after a bounded wait.
+		if !waitWithin(l.fds.waitCopies, stoppedOutputWait) {
+			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("not all of the command's last output was delivered: its reader did not take it within %s", stoppedOutputWait))
+		}
+	} else {
+		l.fds.waitCopies()
+	}
 	st := <-l.initState
 	r.txRep = l.rep
 	if r.txRep != nil {
@@ -936,6 +945,28 @@ func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapO
 	}
 	r.res.Blocked = r.blocked.Lines()
 	return nil
+}
+
+// stoppedOutputWait bounds the wait for the command's output to reach its
+// readers once the command was stopped (timeout, cancellation).
+const stoppedOutputWait = time.Second
+
+// waitWithin runs wait and reports whether it returned within d (if not,
+// it goes on in the background).
+func waitWithin(wait func(), d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // fileStdio turns the streams into files for the child. Non-file readers and

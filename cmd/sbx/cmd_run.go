@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,6 +151,11 @@ func runCommand(ctx context.Context, s *session.Session, c session.Command, unsa
 	if err != nil {
 		return exitSbxError, nil, err
 	}
+	if out.TimedOut {
+		// Its reader may be the one that stopped reading the command's
+		// output: sbx still says why it stopped, but does not wait on it.
+		stderr = &giveUpWriter{w: stderr, d: time.Second}
+	}
 	if out.Rewritten != "" {
 		fmt.Fprintf(stderr, "sbx: a hook rewrote the command to: %s\n", out.Rewritten)
 	}
@@ -167,3 +173,39 @@ func runCommand(ctx context.Context, s *session.Session, c session.Command, unsa
 	}
 	return out.ExitCode, out, nil
 }
+
+// giveUpWriter passes writes on until one is not taken within d (a full
+// pipe whose reader does not read); that one and every later one are
+// dropped (the stuck one goes on in the background until the reader takes
+// it or goes away).
+type giveUpWriter struct {
+	w     io.Writer
+	d     time.Duration
+	stuck bool
+}
+
+func (g *giveUpWriter) Write(p []byte) (int, error) {
+	if g.stuck {
+		return 0, errReaderStuck
+	}
+	p = bytes.Clone(p) // the caller may reuse p once this returns
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.w.Write(p)
+		done <- err
+	}()
+	t := time.NewTimer(g.d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case <-t.C:
+		g.stuck = true
+		return 0, errReaderStuck
+	}
+}
+
+var errReaderStuck = errors.New("the reader took nothing for a while")

@@ -9,10 +9,12 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -57,6 +59,13 @@ func main() {
 	session.Reexec()
 	oneProc()
 	closeLeakedFDs()
+	// sbx's writes to a pipe whose reader is gone fail with EPIPE instead
+	// of ending sbx by SIGPIPE (Go's default on descriptors 1 and 2): the
+	// relay of the command's output then closes the command's end, which
+	// gets SIGPIPE as it would writing there itself, and sbx goes on to
+	// merge and exit with the command's status. A handler, not an ignored
+	// signal: the command starts with SIGPIPE at its default.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	// The standard logger is the libraries' (net/http's transport logs an
 	// upstream's unsolicited bytes with it, quoting them, real values of
 	// bound credentials included): nothing of it reaches sbx's stderr,

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDidYouMean(t *testing.T) {
@@ -77,5 +79,31 @@ func TestHelpEveryCommand(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// blockedWriter never finishes a write until released.
+type blockedWriter struct{ release chan struct{} }
+
+func (b blockedWriter) Write(p []byte) (int, error) {
+	<-b.release
+	return len(p), nil
+}
+
+func TestGiveUpWriter(t *testing.T) {
+	var ok strings.Builder
+	g := &giveUpWriter{w: &ok, d: time.Second}
+	if n, err := g.Write([]byte("taken\n")); n != 6 || err != nil || ok.String() != "taken\n" {
+		t.Fatalf("%d %v %q", n, err, ok.String())
+	}
+	b := blockedWriter{make(chan struct{})}
+	defer close(b.release)
+	g = &giveUpWriter{w: b, d: 20 * time.Millisecond}
+	start := time.Now()
+	if _, err := g.Write([]byte("stuck")); !errors.Is(err, errReaderStuck) {
+		t.Fatalf("a write nobody takes: %v", err)
+	}
+	if _, err := g.Write([]byte("later")); !errors.Is(err, errReaderStuck) || time.Since(start) > 5*time.Second {
+		t.Fatalf("a write after a stuck one: %v after %s", err, time.Since(start))
 	}
 }
