@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +155,7 @@ func TestSelfProcsV1(t *testing.T) {
 // On this host's kernel: while the writes run, sbx stays in its cgroup
 // and a process moved into the run's cgroup is there.
 func TestWarmAttachOnTheHost(t *testing.T) {
-	c, err := newCgroups(pipeline.Limits{MaxProcs: 16}, "sbx-warm-test-"+filepath.Base(t.TempDir()))
+	c, err := newCgroups(pipeline.Limits{MaxProcs: 16}, fmt.Sprintf("sbx-warm-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("no cgroup for the test: %v", err)
