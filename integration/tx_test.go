@@ -301,12 +301,23 @@ echo done`, bypass)
 func TestDiscard(t *testing.T) {
 	e := newEnv(t)
 	e.write("b", "keep")
-	r := e.sh(`echo x > a; rm b; echo evil > .bashrc`, "--discard", bypass)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r := e.sh(`mkdir -p "$XDG_CACHE_HOME" && echo cached > "$XDG_CACHE_HOME/earlier"`); r.code != 0 {
+		t.Fatalf("a run writing its cache: %d %s", r.code, r.stderr)
+	}
+	r := e.sh(`echo x > a; rm b; echo evil > .bashrc; cat "$XDG_CACHE_HOME/earlier"; echo y > "$XDG_CACHE_HOME/from-discard"`, "--discard", bypass)
+	if r.code != 0 || r.stdout != "cached\n" {
+		t.Fatalf("exit %d, stdout %q: %s", r.code, r.stdout, r.stderr)
 	}
 	assertAbsent(t, e.path("a"))
 	assertContent(t, e.path("b"), "keep")
+	// The toolchain cache, written directly by other runs, is staged and
+	// thrown away too.
+	caches, _ := filepath.Glob(filepath.Join(e.home, ".cache/sbx/projects/*/xdg"))
+	if len(caches) != 1 {
+		t.Fatalf("toolchain caches %q, want one", caches)
+	}
+	assertAbsent(t, filepath.Join(caches[0], "from-discard"))
+	assertContent(t, filepath.Join(caches[0], "earlier"), "cached\n")
 	for _, want := range []string{"would create " + e.path("a"), "would delete " + e.path("b"), "refused to create " + e.path(".bashrc"), "nothing was applied"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
@@ -453,6 +464,34 @@ func TestMergeKilledMidway(t *testing.T) {
 		if runs, _ := os.ReadDir(filepath.Join(state, "runs")); len(runs) != 0 {
 			t.Errorf("pause %d: run directories left", pause)
 		}
+	}
+}
+
+// TestNextRunWaitsForAnOrphanMerge: sbx killed while its helper merges
+// (the helper goes on alone): the next run waits for that merge before it
+// starts, and so sees all of it, said in a warning. Before, it started on
+// the half-merged workspace with no word.
+func TestNextRunWaitsForAnOrphanMerge(t *testing.T) {
+	e := newEnv(t)
+	state := filepath.Join(e.home, ".local/state/sbx")
+	cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 10); do echo $i > f$i; done`)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	helper := pausedHelper(t, state, cmd)
+	cmd.Process.Kill() // sbx only: the helper stays, paused mid-merge
+	cmd.Wait()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		syscall.Kill(helper, syscall.SIGKILL) // the merge ends (the next run completes it)
+	}()
+	r := e.sh("ls f* | wc -l")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "10" {
+		t.Fatalf("the next run saw %q files (exit %d), want all 10: %s", r.stdout, r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "an earlier run was killed") {
+		t.Errorf("no word of the earlier run: %q", r.stderr)
 	}
 }
 

@@ -199,7 +199,10 @@ func (e *Executor) newRun(ctx context.Context, s *pipeline.Spec, tr *pipeline.Tr
 	}
 	tr.Mark("sbx: binaries found, state protected")
 	res := &pipeline.Result{}
-	if rep, err := CleanStale(ctx, e.StateDir, exe, 0); err != nil {
+	// An earlier run's helper that outlived its killed sbx merges on its
+	// own: this run waits for it (for a while), so as not to start on a
+	// half-merged workspace.
+	if rep, err := CleanStale(ctx, e.StateDir, exe, orphanMergeWait); err != nil {
 		res.Warnings = append(res.Warnings, "finishing an earlier killed run: "+err.Error())
 	} else {
 		res.Warnings = append(res.Warnings, staleNotes(rep)...)
@@ -946,6 +949,10 @@ func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapO
 	r.res.Blocked = r.blocked.Lines()
 	return nil
 }
+
+// orphanMergeWait bounds a run's wait for the merge of an earlier run
+// whose sbx was killed.
+const orphanMergeWait = 10 * time.Second
 
 // stoppedOutputWait bounds the wait for the command's output to reach its
 // readers once the command was stopped (timeout, cancellation).

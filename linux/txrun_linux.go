@@ -296,6 +296,9 @@ func CleanStale(ctx context.Context, stateDir, exe string, wait time.Duration) (
 			time.Sleep(50 * time.Millisecond)
 		}
 		if busy(dir) {
+			if _, err := os.Stat(filepath.Join(dir, recordFile)); err == nil && !sbxAlive(dir) {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("the merge of %s, whose sbx was killed, was still under way after %s: this run may see part of its changes", e.Name(), wait))
+			}
 			continue
 		}
 		if err := cleanRun(ctx, dir, e.Name(), exe, rep); err != nil {

@@ -358,7 +358,13 @@ func (s *Session) build() (*sandbox, error) {
 	// and after that run is the same (a warm sandbox fits the next call).
 	_ = os.MkdirAll(fsf.StateDir, 0o700)
 	cache, cacheEnv := s.toolchainCaches()
-	if cache != "" {
+	switch {
+	case cache != "" && s.opts.Discard:
+		// Nothing of a discarded run stays: its cache is a writable root
+		// as the workspace is, staged and thrown away with it (it still
+		// finds what earlier runs cached).
+		fsf.AllowWrite = append(fsf.AllowWrite, cache)
+	case cache != "":
 		fsf.Caches = append(fsf.Caches, cache)
 	}
 	compile := func() (*fsrules.Policy, error) {
