@@ -172,6 +172,53 @@ func TestSignalForwarding(t *testing.T) {
 	}
 }
 
+// TestCtrlZStopsTheCommand: SIGTSTP to sbx (a terminal's Ctrl-Z) stops
+// the command as well as sbx, and SIGCONT (fg) goes on with both; before,
+// sbx stopped and the command ran on, its --timeout held while sbx was.
+func TestCtrlZStopsTheCommand(t *testing.T) {
+	e := newEnv(t)
+	marker := "16.1803" + strconv.Itoa(os.Getpid())
+	cmd := e.startReady(nil, "run", "-c", "echo ready; sleep "+marker)
+	defer cmd.Process.Kill()
+	var sleeper int
+	if !waitFor(5*time.Second, func() bool {
+		for _, pid := range PidsWith(marker) { // sbx's own argv holds it too
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "sleep\n" {
+				sleeper = pid
+			}
+		}
+		return sleeper != 0
+	}) {
+		t.Fatalf("the command's sleep not found: %v", PidsWith(marker))
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	if !waitFor(5*time.Second, func() bool { return procState(cmd.Process.Pid) == "T" && procState(sleeper) == "T" }) {
+		t.Fatalf("after SIGTSTP: sbx %q, the command %q; want both stopped (T)", procState(cmd.Process.Pid), procState(sleeper))
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	if !waitFor(5*time.Second, func() bool { return procState(cmd.Process.Pid) != "T" && procState(sleeper) == "S" }) {
+		t.Fatalf("after SIGCONT: sbx %q, the command %q; want both running", procState(cmd.Process.Pid), procState(sleeper))
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 128+15 {
+		t.Fatalf("%s after SIGTERM, want 143", cmd.ProcessState)
+	}
+}
+
+// procState is the state letter of /proc/PID/stat ("" when gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	return string(b[i+2])
+}
+
 // TestEarlySignalIsNotLost: a SIGTERM that reaches sbx while the sandbox
 // is still being built ends the run: the command never finishes. Before,
 // one that came while the init was starting was dropped (PID 1 of a

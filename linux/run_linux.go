@@ -510,7 +510,7 @@ func randomSuffix() string {
 
 // forwarded are the signals the init passes on to the command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP}
 
 // launched is a sandbox whose init has been started and waits for its
 // spec (the command) on fd 3.

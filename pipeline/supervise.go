@@ -11,7 +11,7 @@ import (
 // forwardedSignals are the signals sbx passes on to the command it runs.
 func forwardedSignals() []os.Signal {
 	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP}
 }
 
 type signalsKeptKey struct{}
@@ -69,6 +69,13 @@ func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitE
 		select {
 		case s := <-sigs:
 			sv.Signal(s)
+			if s == syscall.SIGTSTP {
+				// Ctrl-Z: the command was told, and sbx stops as the job it
+				// is, with a stop it cannot catch; continued, it forwards
+				// the SIGCONT. The timeout is wall-clock time: one that
+				// passed meanwhile kills the command when sbx goes on.
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			}
 		case <-timeout:
 			timedOut, timeout = true, nil
 			sv.Kill()
