@@ -219,6 +219,33 @@ func procState(pid int) string {
 	return string(b[i+2])
 }
 
+// TestIgnoredSignalIsNotForwarded: sbx started with SIGINT ignored (a
+// background job of a script) leaves it so: a SIGINT does not reach the
+// command. Before, sbx took it and forwarded it.
+func TestIgnoredSignalIsNotForwarded(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command("sh", "-c", `trap '' INT; exec "$0" run -c 'echo ready; sleep 0.5; echo done > d'`, sbxBin)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+		t.Fatalf("%q %v", line, err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	io.Copy(io.Discard, out)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s, want 0: the ignored SIGINT reached the command", cmd.ProcessState)
+	}
+	assertContent(t, e.path("d"), "done\n")
+}
+
 // TestEarlySignalIsNotLost: a SIGTERM that reaches sbx while the sandbox
 // is still being built ends the run: the command never finishes. Before,
 // one that came while the init was starting was dropped (PID 1 of a

@@ -45,7 +45,7 @@ type Supervision struct {
 // killed and has exited).
 func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitErr error, timedOut bool, err error) {
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwardedSignals()...)
+	signal.Notify(sigs, notIgnored(forwardedSignals())...)
 	defer func() {
 		if ctx.Value(signalsKeptKey{}) != nil {
 			go func() {
@@ -87,6 +87,19 @@ func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitE
 			return waitErr, timedOut, nil
 		}
 	}
+}
+
+// notIgnored drops the signals this process ignores: started with SIGINT
+// or SIGHUP ignored (a background job of a script, nohup), sbx leaves them
+// so, where taking them would forward them to the command.
+func notIgnored(sigs []os.Signal) []os.Signal {
+	var out []os.Signal
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // ExitStatus is a finished process's status as a shell reports it: its

@@ -165,13 +165,24 @@ func runCommand(ctx context.Context, s *session.Session, c session.Command, unsa
 	printRefusals(stderr, out)
 	switch {
 	case out.TimedOut:
-		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed\n", out.Timeout)
+		fmt.Fprintf(stderr, "sbx: timed out after %s (--timeout); the sandbox and every process in it were killed%s\n", out.Timeout, timedOutWrites(out.Changes))
 		return exitTimeout, out, nil
 	case out.Changes.Incomplete():
 		fmt.Fprintf(stderr, "sbx: not every change the command made reached the host (named above); the command itself exited with status %d\n", out.ExitCode)
 		return exitNotApplied, out, nil
 	}
 	return out.ExitCode, out, nil
+}
+
+// timedOutWrites says what became of a timed-out command's writes.
+func timedOutWrites(c *pipeline.Changes) string {
+	switch {
+	case c == nil: // written directly
+		return ""
+	case c.Discarded:
+		return "; nothing was applied (--discard)"
+	}
+	return "; what it had written by then was merged, as at any end"
 }
 
 // giveUpWriter passes writes on until one is not taken within d (a full
