@@ -363,9 +363,9 @@ func (s *Session) build() (*sandbox, error) {
 		// Nothing of a discarded run stays: its cache is a writable root
 		// as the workspace is, staged and thrown away with it (it still
 		// finds what earlier runs cached).
-		fsf.AllowWrite = append(fsf.AllowWrite, cache)
+		fsf.AllowWrite = append(slices.Clip(fsf.AllowWrite), cache) // not into the caller's array
 	case cache != "":
-		fsf.Caches = append(fsf.Caches, cache)
+		fsf.Caches = append(slices.Clip(fsf.Caches), cache)
 	}
 	compile := func() (*fsrules.Policy, error) {
 		return fsrules.Compile(pipeline.FSInput(s.st, fsf, s.dir), fsrules.Host{Home: s.home})
