@@ -206,6 +206,21 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	}
 }
 
+// startPiped starts cmd in the workspace with the test's environment and
+// returns its stdout.
+func (e *env) startPiped(cmd *exec.Cmd) io.ReadCloser {
+	e.t.Helper()
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
 // procState is the state letter of /proc/PID/stat ("" when gone).
 func procState(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -225,14 +240,7 @@ func procState(pid int) string {
 func TestIgnoredSignalIsNotForwarded(t *testing.T) {
 	e := newEnv(t)
 	cmd := exec.Command("sh", "-c", `trap '' INT; exec "$0" run -c 'echo ready; sleep 0.5; echo done > d'`, sbxBin)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := e.startPiped(cmd)
 	line := make([]byte, 6)
 	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
 		t.Fatalf("%q %v", line, err)
@@ -347,14 +355,7 @@ func TestUnreadOutputDoesNotHoldTheTimeout(t *testing.T) {
 func TestClosedOutputReachesTheCommand(t *testing.T) {
 	e := newEnv(t)
 	cmd := exec.Command(sbxBin, "run", "-c", `trap '' PIPE; echo hello; sleep 0.5; echo more; sleep 0.3; echo again || echo "$?" > failed; echo done > f`)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := e.startPiped(cmd)
 	buf := make([]byte, 3)
 	if _, err := io.ReadFull(out, buf); err != nil {
 		t.Fatal(err)
