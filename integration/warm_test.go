@@ -131,7 +131,9 @@ func TestWarmSandboxFollowsTheHost(t *testing.T) {
 	limited := func(script string) *pipeline.Spec { return e.toolSpec(t, script) }
 	e.write("a.txt", "hello\n")
 	ex.Prewarm(limited(""))
-	time.Sleep(300 * time.Millisecond)
+	if !ex.WaitWarm(context.Background()) {
+		t.Fatal("Prewarm launched no warm sandbox")
+	}
 	e.write("a.txt", "hello\nhost edit\n")
 	e.write("hostnew.txt", "h\n") // right before the call: no conflict either
 	out, code, warm := warmRun(t, ex, limited("echo sandbox >> a.txt; cat hostnew.txt; rm hostnew.txt"))
@@ -144,8 +146,11 @@ func TestWarmSandboxFollowsTheHost(t *testing.T) {
 	if _, err := os.Stat(e.path("hostnew.txt")); err == nil {
 		t.Error("the command's rm of a file the host made while the sandbox waited was refused")
 	}
-	// The workspace renamed and made again while the next sandbox waits.
-	time.Sleep(300 * time.Millisecond)
+	// The workspace renamed and made again while the next sandbox waits
+	// (launched: one launched after the rename would rightly be warm).
+	if !ex.WaitWarm(context.Background()) {
+		t.Fatal("no warm sandbox was launched after the first call")
+	}
 	if err := os.Rename(e.ws, e.ws+"-old"); err != nil {
 		t.Fatal(err)
 	}

@@ -149,6 +149,26 @@ func samePolicy(a, b *pipeline.Spec) bool {
 // if Warm is set and none is waiting.
 func (e *Executor) Prewarm(s *pipeline.Spec) { e.refill(s) }
 
+// WaitWarm waits until the warm sandbox being launched, if any, is ready
+// for a call or has failed to launch, or until ctx ends. It reports
+// whether a warm sandbox is ready. A caller that must know what the next
+// call's sandbox was built on (a test that then changes the host) waits
+// here first.
+func (e *Executor) WaitWarm(ctx context.Context) bool {
+	e.pool.mu.Lock()
+	w := e.pool.next
+	e.pool.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	select {
+	case <-w.ready:
+		return w.err == nil
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // refill launches the next warm sandbox in the background, after a call
 // with spec s has ended.
 func (e *Executor) refill(s *pipeline.Spec) {
