@@ -206,6 +206,75 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	}
 }
 
+// shellsWith are the pids of the sh processes whose command line holds
+// marker (sbx's own argv may hold it too: its comm is not sh).
+func shellsWith(marker string) []int {
+	var out []int
+	for _, pid := range PidsWith(marker) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "sh\n" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestCtrlZStopsEveryProcess: Ctrl-Z stops every process of the sandbox,
+// one that ignores SIGTSTP and one that left the command's session
+// (setsid) too; before, both ran on while sbx and its timeout stood still.
+// SIGCONT continues them all.
+func TestCtrlZStopsEveryProcess(t *testing.T) {
+	e := newEnv(t)
+	marker := "ctrlz" + strconv.Itoa(os.Getpid())
+	loop := "trap '' TSTP; while :; do sleep 0.05; done"
+	script := fmt.Sprintf("setsid sh -c %q %s & echo ready; sh -c %q %s", loop, marker, loop, marker)
+	cmd := e.startReady(nil, "run", "-c", script)
+	defer cmd.Process.Kill()
+	if !waitFor(5*time.Second, func() bool { return len(shellsWith(marker)) == 2 }) {
+		t.Fatalf("the two loops not found: %v", shellsWith(marker))
+	}
+	states := func() (st []string) {
+		for _, pid := range shellsWith(marker) {
+			st = append(st, procState(pid))
+		}
+		return st
+	}
+	all := func(want string) bool {
+		st := states()
+		return len(st) == 2 && st[0] == want && st[1] == want
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	if !waitFor(5*time.Second, func() bool { return procState(cmd.Process.Pid) == "T" && all("T") }) {
+		t.Fatalf("after SIGTSTP: sbx %q, the loops %q; want all stopped (T)", procState(cmd.Process.Pid), states())
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	if !waitFor(5*time.Second, func() bool { return procState(cmd.Process.Pid) != "T" && !slices.Contains(states(), "T") }) {
+		t.Fatalf("after SIGCONT: sbx %q, the loops %q; want all running", procState(cmd.Process.Pid), states())
+	}
+}
+
+// TestQuickStopAndContinue: a SIGCONT sent right after a SIGTSTP leaves
+// sbx and the command running. Go reports two signals that come together
+// in the order of their numbers (SIGCONT first); before, sbx then stopped
+// for good, waiting for the SIGCONT it had already had (11 of 20 runs).
+func TestQuickStopAndContinue(t *testing.T) {
+	e := newEnv(t)
+	marker := "quickcont" + strconv.Itoa(os.Getpid())
+	cmd := e.startReady(nil, "run", "-c", "echo ready; sh -c 'while :; do sleep 0.05; done' "+marker)
+	defer cmd.Process.Kill()
+	if !waitFor(5*time.Second, func() bool { return len(shellsWith(marker)) == 1 }) {
+		t.Fatalf("the loop not found: %v", shellsWith(marker))
+	}
+	loop := shellsWith(marker)[0]
+	for i := range 8 {
+		cmd.Process.Signal(syscall.SIGTSTP)
+		cmd.Process.Signal(syscall.SIGCONT)
+		time.Sleep(300 * time.Millisecond)
+		if procState(cmd.Process.Pid) == "T" || procState(loop) == "T" {
+			t.Fatalf("round %d: sbx %q, the command %q after SIGTSTP and SIGCONT; want both running", i, procState(cmd.Process.Pid), procState(loop))
+		}
+	}
+}
+
 // startPiped starts cmd in the workspace with the test's environment and
 // returns its stdout.
 func (e *env) startPiped(cmd *exec.Cmd) io.ReadCloser {

@@ -310,23 +310,41 @@ func setUp(spec *InitSpec) error {
 	return startBridge(spec.Bridge)
 }
 
+// stopGrace is how long the command has, after a SIGTSTP, to stop on its
+// own (an editor restoring the terminal) before every process of the
+// sandbox is stopped.
+const stopGrace = 100 * time.Millisecond
+
 // waitCommand forwards signals to the command's process group and reaps
-// until the command exits; it returns the command's status.
+// until the command exits; it returns the command's status. Ctrl-Z (a
+// SIGTSTP) stops every process of the sandbox, after stopGrace: one that
+// ignores SIGTSTP or left the command's group (setsid) would run on while
+// sbx, and its timeout, stand still. A SIGCONT continues them all.
 func waitCommand(pid int, sigs <-chan os.Signal, ir *initRun) int {
 	// A lost SIGCHLD must not leave the sandbox hanging: reap on a timer too.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	var stopAll <-chan time.Time
 	for {
 		select {
 		case sig := <-sigs:
 			s := sig.(syscall.Signal)
-			if s == syscall.SIGCHLD {
+			switch s {
+			case syscall.SIGCHLD:
 				if status, done := reap(pid); done {
 					return ir.finish(status)
 				}
 				continue
+			case syscall.SIGTSTP:
+				stopAll = time.After(stopGrace)
+			case syscall.SIGCONT:
+				stopAll = nil
+				_ = unix.Kill(-1, unix.SIGCONT) // every process but the init
 			}
 			_ = unix.Kill(-pid, s)
+		case <-stopAll:
+			stopAll = nil
+			_ = unix.Kill(-1, unix.SIGSTOP)
 		case <-tick.C:
 			if status, done := reap(pid); done {
 				return ir.finish(status)

@@ -60,6 +60,7 @@ func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitE
 		go signal.Stop(sigs)
 	}()
 	var timeout <-chan time.Time
+	var lastCont time.Time
 	if sv.Timeout > 0 {
 		t := time.NewTimer(sv.Timeout)
 		defer t.Stop()
@@ -69,12 +70,11 @@ func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitE
 		select {
 		case s := <-sigs:
 			sv.Signal(s)
-			if s == syscall.SIGTSTP {
-				// Ctrl-Z: the command was told, and sbx stops as the job it
-				// is, with a stop it cannot catch; continued, it forwards
-				// the SIGCONT. The timeout is wall-clock time: one that
-				// passed meanwhile kills the command when sbx goes on.
-				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			switch s {
+			case syscall.SIGCONT:
+				lastCont = time.Now()
+			case syscall.SIGTSTP:
+				sv.stopSelf(sigs, lastCont)
 			}
 		case <-timeout:
 			timedOut, timeout = true, nil
@@ -85,6 +85,47 @@ func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitE
 			return nil, timedOut, ctx.Err()
 		case waitErr = <-exited:
 			return waitErr, timedOut, nil
+		}
+	}
+}
+
+// tstpSettle is how long sbx waits, after a SIGTSTP, for a SIGCONT
+// already on its way before it stops itself.
+const tstpSettle = 20 * time.Millisecond
+
+// stopSelf is Ctrl-Z: the command was told, and sbx stops as the job it is,
+// with a stop it cannot catch, unless a SIGCONT came with the SIGTSTP
+// (lastCont: the last one before it). Go reports signals that come
+// together in the order of their numbers, not of their arrival, so a
+// SIGCONT reported first may have been sent after: sbx then runs on, as
+// stopped it would wait for a SIGCONT already spent, and passes the
+// SIGCONT on after the SIGTSTP, so the command runs on too. Stopped, sbx
+// is continued by a SIGCONT, which it passes on as any other. The
+// timeout is wall-clock time: one that passed meanwhile kills the command
+// when sbx goes on.
+func (sv Supervision) stopSelf(sigs <-chan os.Signal, lastCont time.Time) {
+	if sv.settle(sigs, time.Since(lastCont) < tstpSettle) {
+		sv.Signal(syscall.SIGCONT)
+		return
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+}
+
+// settle passes on the signals that come within tstpSettle but SIGCONT,
+// and reports whether a SIGCONT came (or cont).
+func (sv Supervision) settle(sigs <-chan os.Signal, cont bool) bool {
+	wait := time.NewTimer(tstpSettle)
+	defer wait.Stop()
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGCONT {
+				cont = true
+				continue
+			}
+			sv.Signal(s)
+		case <-wait.C:
+			return cont
 		}
 	}
 }
