@@ -187,13 +187,20 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	srv := e.startServe()
 	cmd, in := srv.cmd, srv.in
 	time.Sleep(500 * time.Millisecond) // the warm sandbox is launched
-	fmt.Fprintln(in, `{"type":"tool_use","id":"s","name":"Bash","input":{"command":"sleep 30"}}`)
-	time.Sleep(500 * time.Millisecond)
+	marker := fmt.Sprintf("30.%d", os.Getpid())
+	fmt.Fprintf(in, `{"type":"tool_use","id":"s","name":"Bash","input":{"command":"echo started; echo err >&2; sleep %s"}}`+"\n", marker)
+	if !waitFor(10*time.Second, func() bool { return len(PidsWith(marker)) > 0 }) {
+		t.Fatal("the call's sleep did not start")
+	}
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	out := srv.out
 	if !out.Scan() || !strings.Contains(out.Text(), `"tool_use_id":"s"`) || !strings.Contains(out.Text(), `"is_error":true`) {
 		t.Errorf("the call under way was not answered: %q", out.Text())
+	}
+	// What the command wrote before it was stopped is in the answer.
+	if !strings.Contains(out.Text(), `started\nerr`) {
+		t.Errorf("the call's output is not in its answer: %q", out.Text())
 	}
 	if err := cmd.Wait(); err != nil || time.Since(start) > 10*time.Second {
 		t.Errorf("serve after SIGTERM: %v after %s", err, time.Since(start))

@@ -431,6 +431,11 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		}
 		r.postHooks(ctx, "PostToolUseFailure", call, out, msg, time.Since(start))
 		tr := errResult(call.ID, msg)
+		if ctx.Err() != nil {
+			// What the command wrote before it was stopped, as after a
+			// timeout.
+			tr.Content = capOutput(msg+"\n"+combine(out.Stdout, out.Stderr), maxOut, stdout.Dropped()+stderr.Dropped())
+		}
 		tr.Output = out
 		return tr
 	}
