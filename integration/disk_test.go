@@ -37,7 +37,7 @@ i=0; while [ $i -lt 64 ]; do head -c 262144 /dev/zero > f$i || break; i=$((i+1))
 	}
 	assertContent(t, e.path("early.txt"), "early\n")
 	assertContent(t, e.path("before.txt"), "kept\n")
-	if !strings.Contains(r.stderr, "limit reached: the disk budget is spent (--max-disk 4194304 bytes)") {
+	if !strings.Contains(r.stderr, "limit reached: the disk budget is spent (--max-disk 4M)") {
 		t.Errorf("stderr does not name the disk limit:\n%s", r.stderr)
 	}
 	if n, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(r.stdout), "wrote ")); n < 8 || n >= 16 {
@@ -257,7 +257,7 @@ func TestToolDiskBudget(t *testing.T) {
 	e := newEnv(t)
 	call := `{"type":"tool_use","id":"toolu_disk","name":"Bash","input":{"command":"echo early > early.txt; while head -c 1048576 /dev/zero >> fill; do :; done"}}`
 	r := e.tool(call, "--mode", "bypassPermissions", "--settings", `{"sandbox":{"limits":{"maxDisk":"2M"}}}`)
-	if !strings.Contains(r.stdout, `"tool_use_id":"toolu_disk"`) || !strings.Contains(r.stdout, "limit reached: the disk budget is spent (--max-disk 2097152 bytes)") {
+	if !strings.Contains(r.stdout, `"tool_use_id":"toolu_disk"`) || !strings.Contains(r.stdout, "limit reached: the disk budget is spent (--max-disk 2M)") {
 		t.Errorf("tool_result:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	}
 	assertContent(t, e.path("early.txt"), "early\n")

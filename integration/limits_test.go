@@ -141,7 +141,7 @@ func TestMemoryBalloonStopped(t *testing.T) {
 	if !strings.Contains(r.stdout, "tail: 137") {
 		t.Errorf("the balloon was not killed: stdout %q stderr:\n%s", r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "memory limit (--max-memory 67108864 bytes)") {
+	if !strings.Contains(r.stderr, "memory limit (--max-memory 64M)") {
 		t.Errorf("stderr does not name the memory limit:\n%s", r.stderr)
 	}
 	assertContent(t, e.path("kept.txt"), "before\n")
@@ -205,7 +205,7 @@ func TestTmpAndOpenFileLimits(t *testing.T) {
 	if r.stdout != want {
 		t.Errorf("stdout %q, want %q; stderr:\n%s", r.stdout, want, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "limit reached: the private /tmp is full (--max-tmp 1048576 bytes)") {
+	if !strings.Contains(r.stderr, "limit reached: the private /tmp is full (--max-tmp 1M)") {
 		t.Errorf("stderr does not name the /tmp limit:\n%s", r.stderr)
 	}
 	// Under the limit, nothing is reported.

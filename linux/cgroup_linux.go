@@ -357,19 +357,59 @@ func (c *cgroups) hit(l pipeline.Limits) string {
 		return fmt.Sprintf("process limit (--max-procs %d)", l.MaxProcs)
 	}
 	if c.memDir != "" {
-		var oom int64
+		// A kill counts only with the run's own limit reached (memory.max
+		// on v2, the peak usage on v1): the OOM killer also kills in the
+		// run's cgroup for a limit of a cgroup sbx itself runs in, or for
+		// the machine's memory.
+		var oom, atLimit int64
 		if c.v2 {
 			oom = c.counter(filepath.Join(c.memDir, "memory.events"), "oom_kill")
+			atLimit = c.counter(filepath.Join(c.memDir, "memory.events"), "max")
 		} else {
 			// Not memory.failcnt: it counts every reclaim at the limit,
-			// which is normal for page cache and stops nothing.
+			// which is normal for page cache and stops nothing, and
+			// this kernel (6.18) leaves it at 0 after an OOM kill at the
+			// limit; the peak usage reaches the limit exactly.
 			oom = c.counter(filepath.Join(c.memDir, "memory.oom_control"), "oom_kill")
+			limit := c.number(filepath.Join(c.memDir, "memory.limit_in_bytes"))
+			for _, peak := range []string{"memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes"} {
+				if limit > 0 && c.number(filepath.Join(c.memDir, peak)) >= limit {
+					atLimit++
+				}
+			}
 		}
-		if oom > 0 {
-			return fmt.Sprintf("memory limit (--max-memory %d bytes)", l.MaxMemory)
+		switch {
+		case oom > 0 && atLimit > 0:
+			return fmt.Sprintf("memory limit (--max-memory %s)", sizeString(l.MaxMemory))
+		case oom > 0:
+			return fmt.Sprintf("out of memory below the run's --max-memory %s: a memory limit of a cgroup sbx runs in, or the machine's memory, made the kernel kill a process of the sandbox", sizeString(l.MaxMemory))
 		}
 	}
 	return ""
+}
+
+// number reads a file that holds one number (0 when it cannot be read).
+func (c *cgroups) number(file string) int64 {
+	data, err := c.fs.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return n
+}
+
+// sizeString writes n bytes as ParseSize reads them: with the largest
+// unit that divides n (1G, 512M, 1536K), else in bytes.
+func sizeString(n int64) string {
+	for _, u := range []struct {
+		mult int64
+		name string
+	}{{1 << 40, "T"}, {1 << 30, "G"}, {1 << 20, "M"}, {1 << 10, "K"}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // remove deletes the run's cgroups once their processes are gone.

@@ -308,8 +308,54 @@ func TestCgroupV2SecondRun(t *testing.T) {
 	if second.hit(l) != "" {
 		t.Fatal("a limit reported before any was reached")
 	}
+	// Killed for a limit above the run's (its own never reached): not
+	// blamed on --max-memory.
+	f.nodes[userScope+"/R2"].files["memory.events"] = "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n"
+	if got := second.hit(l); !strings.HasPrefix(got, "out of memory below the run's --max-memory 1M") {
+		t.Fatalf("hit %q, want an out of memory below the run's limit", got)
+	}
 	f.nodes[userScope+"/R2"].files["memory.events"] = "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"
-	if got := second.hit(l); !strings.Contains(got, "memory limit") {
+	if got := second.hit(l); got != "memory limit (--max-memory 1M)" {
 		t.Fatalf("hit %q, want the memory limit", got)
+	}
+}
+
+// On v1 an OOM kill is the run's memory limit only when the run's peak
+// usage reached it (memory.failcnt stays 0 on this kernel).
+func TestCgroupV1MemoryHit(t *testing.T) {
+	l := pipeline.Limits{MaxMemory: 64 << 20}
+	for _, tt := range []struct {
+		name, peak, peakSw, oom, want string
+	}{
+		{"no kill", "67108864", "67108864", "oom_kill 0", ""},
+		{"at the limit", "67108864", "1000", "oom_kill 1", "memory limit (--max-memory 64M)"},
+		{"swap at the limit", "1000", "67108864", "oom_kill 1", "memory limit (--max-memory 64M)"},
+		{"below it", "52428800", "52428800", "oom_kill 2", "out of memory below the run's --max-memory 64M"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeV2(0)
+			f.add("/memory/R", 0, "")
+			f.nodes["/memory/R"].files = map[string]string{"memory.limit_in_bytes": "67108864\n",
+				"memory.max_usage_in_bytes": tt.peak + "\n", "memory.memsw.max_usage_in_bytes": tt.peakSw + "\n",
+				"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\n" + tt.oom + "\n"}
+			c := &cgroups{fs: f, memDir: "/memory/R"}
+			if got := c.hit(l); !strings.HasPrefix(got, tt.want) || (tt.want == "") != (got == "") {
+				t.Fatalf("hit %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSizeString(t *testing.T) {
+	for _, tt := range []struct {
+		n    int64
+		want string
+	}{{1023, "1023"}, {1024, "1K"}, {1536 << 10, "1536K"}, {64 << 20, "64M"}, {1 << 30, "1G"}, {3 << 40, "3T"}, {1<<30 + 1, "1073741825"}} {
+		if got := sizeString(tt.n); got != tt.want {
+			t.Errorf("sizeString(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+		if back, err := pipeline.ParseSize(tt.want); err != nil || back != tt.n {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", tt.want, back, err, tt.n)
+		}
 	}
 }

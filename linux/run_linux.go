@@ -934,10 +934,10 @@ func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapO
 		r.res.LimitHit = r.cg.hit(r.spec.Limits)
 	}
 	if r.res.LimitHit == "" && r.txRep.Full && r.spec.Limits.MaxDisk > 0 {
-		r.res.LimitHit = fmt.Sprintf("the disk budget is spent (--max-disk %d bytes)", r.spec.Limits.MaxDisk)
+		r.res.LimitHit = fmt.Sprintf("the disk budget is spent (--max-disk %s)", sizeString(r.spec.Limits.MaxDisk))
 	}
 	if r.res.LimitHit == "" && r.tmpFull {
-		r.res.LimitHit = fmt.Sprintf("the private /tmp is full (--max-tmp %d bytes)", r.spec.Limits.MaxTmp)
+		r.res.LimitHit = fmt.Sprintf("the private /tmp is full (--max-tmp %s)", sizeString(r.spec.Limits.MaxTmp))
 	}
 	if l := r.spec.Limits; r.res.LimitHit == "" && !r.res.TimedOut && l.MaxCPU > 0 &&
 		(r.res.ExitCode == 128+int(syscall.SIGXCPU) || r.res.ExitCode == 128+int(syscall.SIGKILL)) {
