@@ -311,10 +311,16 @@ func CleanStale(ctx context.Context, stateDir, exe string, wait time.Duration) (
 	return rep, nil
 }
 
-// sbxAlive reports whether the sbx process of the run in dir lives.
+// sbxAlive reports whether the sbx process of the run in dir lives, by its
+// record or, without one (a run being set up, or one that ended and was
+// removed since the directory was listed), by the pid in the directory's
+// name. A live sbx's run is its own to finish: nothing to wait for.
 func sbxAlive(dir string) bool {
 	var rec record
-	return readJSON(filepath.Join(dir, recordFile), &rec) == nil && alive(rec.PID, rec.Start)
+	if readJSON(filepath.Join(dir, recordFile), &rec) != nil {
+		return !staleEnough(dir)
+	}
+	return alive(rec.PID, rec.Start)
 }
 
 // busy reports whether the run in dir still has sbx or its helper alive,

@@ -1,0 +1,75 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// CleanStale waits only for the merge of a run whose sbx was killed. A run
+// of a live sbx (another session's, being set up or just ended and
+// removed since the directory was listed) is skipped at once: before, a
+// run directory without a record made every other sbx on the machine wait
+// the whole bound (10 s per such directory, measured with two `sbx serve`
+// sessions).
+func TestCleanStaleSkipsLiveRuns(t *testing.T) {
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := fmt.Sprintf("%d-%d-", os.Getpid(), start)
+	cases := []struct {
+		name, dir string
+		record    bool
+		removed   bool // a dead run: cleaned up
+	}{
+		{"a live run being set up (no record)", live + "setup", false, false},
+		{"a live run with its record", live + "recorded", true, false},
+		{"a dead run without a record", fmt.Sprintf("%d-%d-dead", os.Getpid(), start+1), false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			state := t.TempDir()
+			dir := filepath.Join(state, "runs", c.dir)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if c.record {
+				if err := writeJSON(filepath.Join(dir, recordFile), record{PID: os.Getpid(), Start: start}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			type result struct {
+				rep *CleanReport
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rep, err := CleanStale(context.Background(), state, "/nonexistent/sbx", time.Hour)
+				done <- result{rep, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("CleanStale still waits after 20 s (bound: 1 h) for a run whose sbx lives")
+			}
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			_, statErr := os.Stat(dir)
+			if gone := os.IsNotExist(statErr); gone != c.removed {
+				t.Errorf("run directory removed: %v, want %v (%v)", gone, c.removed, statErr)
+			}
+			if got := slices.Contains(r.rep.Runs, dir); got != c.removed {
+				t.Errorf("reported as removed: %v, want %v (%q)", got, c.removed, r.rep.Runs)
+			}
+		})
+	}
+}
