@@ -179,7 +179,7 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	e := newEnv(t)
 	marker := "16.1803" + strconv.Itoa(os.Getpid())
 	cmd := e.startReady(nil, "run", "-c", "echo ready; sleep "+marker)
-	defer cmd.Process.Kill()
+	e.endAtCleanup(cmd)
 	var sleeper int
 	if !waitFor(5*time.Second, func() bool {
 		for _, pid := range PidsWith(marker) { // sbx's own argv holds it too
@@ -228,7 +228,7 @@ func TestCtrlZStopsEveryProcess(t *testing.T) {
 	loop := "trap '' TSTP; while :; do sleep 0.05; done"
 	script := fmt.Sprintf("setsid sh -c %q %s & echo ready; sh -c %q %s", loop, marker, loop, marker)
 	cmd := e.startReady(nil, "run", "-c", script)
-	defer cmd.Process.Kill()
+	e.endAtCleanup(cmd)
 	if !waitFor(5*time.Second, func() bool { return len(shellsWith(marker)) == 2 }) {
 		t.Fatalf("the two loops not found: %v", shellsWith(marker))
 	}
@@ -260,7 +260,7 @@ func TestQuickStopAndContinue(t *testing.T) {
 	e := newEnv(t)
 	marker := "quickcont" + strconv.Itoa(os.Getpid())
 	cmd := e.startReady(nil, "run", "-c", "echo ready; sh -c 'while :; do sleep 0.05; done' "+marker)
-	defer cmd.Process.Kill()
+	e.endAtCleanup(cmd)
 	if !waitFor(5*time.Second, func() bool { return len(shellsWith(marker)) == 1 }) {
 		t.Fatalf("the loop not found: %v", shellsWith(marker))
 	}
@@ -273,6 +273,25 @@ func TestQuickStopAndContinue(t *testing.T) {
 			t.Fatalf("round %d: sbx %q, the command %q after SIGTSTP and SIGCONT; want both running", i, procState(cmd.Process.Pid), procState(loop))
 		}
 	}
+}
+
+// endAtCleanup ends a run that is still going when the test ends, the way
+// a user would (SIGCONT, then SIGTERM; SIGKILL only after 10 s), and waits
+// for sbx: a SIGKILL alone leaves the helper finishing the run in the
+// test's home while the test's temporary directory is removed.
+func (e *env) endAtCleanup(cmd *exec.Cmd) {
+	e.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
 }
 
 // startPiped starts cmd in the workspace with the test's environment and
