@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -71,5 +72,37 @@ func TestCleanStaleSkipsLiveRuns(t *testing.T) {
 				t.Errorf("reported as removed: %v, want %v (%q)", got, c.removed, r.rep.Runs)
 			}
 		})
+	}
+}
+
+// childrenOf finds the children forked from any thread of a process, as
+// the slower scan of every process's parent does, and fails for a process
+// that is gone.
+func TestChildrenOf(t *testing.T) {
+	var want []int
+	for i := 0; i < 4; i++ {
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		want = append(want, cmd.Process.Pid)
+	}
+	got, err := childrenOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byStat, err := childrenByStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	slices.Sort(byStat)
+	if !slices.Equal(got, want) || !slices.Equal(byStat, want) {
+		t.Errorf("children %v (by stat %v), want %v", got, byStat, want)
+	}
+	if kids, err := childrenOf(1 << 30); err == nil {
+		t.Errorf("a process that does not exist has children %v", kids)
 	}
 }
