@@ -267,3 +267,38 @@ func TestPolicyCompiledAfterHooks(t *testing.T) {
 		t.Errorf("the file the hook made is not denied: %+v", f.spec.FS.DenyRead)
 	}
 }
+
+// A long-lived session compiles the policy for each call, after the
+// gate decided: a denyRead file made before the call is hidden from it,
+// and so is one made while a person was asked.
+func TestPolicyCompiledForEachCall(t *testing.T) {
+	f := &fake{}
+	var made string
+	s := open(t, `{"sandbox": {"filesystem": {"denyRead": ["./early", "./during"]}}, "permissions": {"ask": ["Bash(cat during)"]}}`,
+		f, func(o *Options) {
+			o.Warm, o.Interactive = true, true
+			o.Prompt = func(*pipeline.Call, *pipeline.Verdict) (bool, bool) {
+				os.WriteFile(made, []byte("s"), 0o600)
+				return true, false
+			}
+		})
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"early", "during"} {
+		p := filepath.Join(s.Dir(), name)
+		if name == "early" {
+			os.WriteFile(p, []byte("s"), 0o600)
+		} else {
+			made = p
+		}
+		f.spec = nil
+		res := s.Tool(context.Background(), []byte(fmt.Sprintf(`{"type":"tool_use","id":"t%d","name":"Bash","input":{"command":"cat %s"}}`, i, name)))
+		if res.IsError || f.spec == nil {
+			t.Fatalf("%s: result %+v", name, res)
+		}
+		if !slices.ContainsFunc(f.spec.FS.DenyRead, func(d fsrules.Path) bool { return d.Path == p && d.Exists }) {
+			t.Errorf("%s: the file is not denied: %+v", name, f.spec.FS.DenyRead)
+		}
+	}
+}
