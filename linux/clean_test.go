@@ -106,3 +106,30 @@ func TestChildrenOf(t *testing.T) {
 		t.Errorf("a process that does not exist has children %v", kids)
 	}
 }
+
+// What finishing a killed run did is said whole: what was applied, and
+// how many changes were not, beside the lines that say which.
+func TestStaleNotes(t *testing.T) {
+	cases := []struct {
+		name string
+		m    MergeReport
+		want []string
+	}{
+		{"nothing to do", MergeReport{}, nil},
+		{"applied", MergeReport{Applied: 3}, []string{"an earlier run was killed (r); the merge of its writes was finished: 3 change(s) applied"}},
+		{"lost", MergeReport{Lost: []string{"/w/a: the stage is gone"}}, []string{
+			"an earlier run was killed (r); the merge of its writes was finished: 0 change(s) applied, 1 not (below)",
+			"earlier run: LOST: a change could be neither applied nor saved: /w/a: the stage is gone"}},
+		{"conflict", MergeReport{Applied: 1, Conflicts: []Conflict{{Path: "/w/b", Saved: "/s/b"}}}, []string{
+			"an earlier run was killed (r); the merge of its writes was finished: 1 change(s) applied, 1 not (below)",
+			"earlier run: conflict: /w/b changed on the host during the run; the host's version is kept, the command's is saved at /s/b"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := staleNotes(&CleanReport{Merged: map[string]MergeReport{"/state/runs/r": c.m}})
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}

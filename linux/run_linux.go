@@ -353,7 +353,11 @@ func staleNotes(rep *CleanReport) []string {
 		if len(lines) == 0 && m.Applied == 0 {
 			continue
 		}
-		out = append(out, fmt.Sprintf("an earlier run was killed (%s); its writes were merged: %d change(s) applied", filepath.Base(dir), m.Applied))
+		msg := fmt.Sprintf("an earlier run was killed (%s); the merge of its writes was finished: %d change(s) applied", filepath.Base(dir), m.Applied)
+		if n := len(m.Refused) + len(m.Conflicts) + len(m.Lost); n > 0 {
+			msg += fmt.Sprintf(", %d not (below)", n)
+		}
+		out = append(out, msg)
 		for _, l := range lines {
 			out = append(out, "earlier run: "+l)
 		}
