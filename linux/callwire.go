@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,9 @@ const callMagic = "sbxcall1"
 
 // maxCall bounds a call's wire form (execve's own limit is far lower).
 const maxCall = 64 << 20
+
+// callReadSize is the first read of a call: a pipe's default capacity.
+const callReadSize = 64 << 10
 
 // errNUL is a command whose argument, variable or directory holds a NUL
 // byte: no program can receive it.
@@ -173,7 +177,12 @@ func decodeCall(b []byte) (wireCall, error) {
 // error means the stream was empty (no command: a warm sandbox thrown
 // away).
 func readCall(r io.Reader, c interface{ UnmarshalBinary([]byte) error }) (bool, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxCall+1))
+	// Room for a pipe's worth at once: a call is usually one read, where
+	// io.ReadAll's 512-byte start took six for a common environment.
+	var buf bytes.Buffer
+	buf.Grow(callReadSize)
+	_, err := buf.ReadFrom(io.LimitReader(r, maxCall+1))
+	b := buf.Bytes()
 	switch {
 	case err != nil:
 		return false, err
