@@ -133,3 +133,42 @@ func TestStaleNotes(t *testing.T) {
 		})
 	}
 }
+
+// A process that exited and was not reaped is not alive: a run whose sbx
+// or helper is a zombie (its parent never reaps, as a container's PID 1
+// that is not an init) is finished at once, not waited for every time.
+func TestAliveZombie(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "read x")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	start, err := procStart(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alive(pid, start) {
+		t.Fatal("a running process is not alive")
+	}
+	if alive(pid, start+1) {
+		t.Error("another start time is alive")
+	}
+	in.Close() // sh exits; not reaped until Wait
+	for i := 0; ; i++ {
+		if _, st, err := procStat(pid); err == nil && st == 'Z' {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the process never became a zombie")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(pid, start) {
+		t.Error("a zombie is alive")
+	}
+	cmd.Wait()
+}

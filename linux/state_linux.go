@@ -54,26 +54,37 @@ type helperRecord struct {
 // procStart returns a process's start time in clock ticks since boot, which
 // together with the pid identifies it.
 func procStart(pid int) (uint64, error) {
+	start, _, err := procStat(pid)
+	return start, err
+}
+
+// procStat returns a process's start time and its state letter (R, S, Z …)
+// from /proc/PID/stat.
+func procStat(pid int) (start uint64, state byte, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name may hold spaces and parentheses: split after the last ')'.
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("bad /proc stat")
+		return 0, 0, errors.New("bad /proc stat")
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, errors.New("short /proc stat")
+		return 0, 0, errors.New("short /proc stat")
 	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22 overall
+	start, err = strconv.ParseUint(f[19], 10, 64) // field 22 overall
+	return start, f[0][0], err
 }
 
+// alive reports whether the process pid started at start still runs. A
+// zombie does not: it has exited, and a parent that never reaps (a
+// container whose PID 1 is not an init) would keep it so for good.
 func alive(pid int, start uint64) bool {
-	s, err := procStart(pid)
-	return err == nil && s == start
+	s, state, err := procStat(pid)
+	return err == nil && s == start && state != 'Z' && state != 'X'
 }
 
 // writeJSON writes v to path whole or not at all (a temporary file renamed
