@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // CleanStale waits only for the merge of a run whose sbx was killed. A run
@@ -171,4 +173,49 @@ func TestAliveZombie(t *testing.T) {
 		t.Error("a zombie is alive")
 	}
 	cmd.Wait()
+}
+
+// Two sbx that list a dead run at once finish it once: the second waits
+// for the first (its lock on the run directory) and then finds it gone,
+// with nothing to report. Before, both finished it, and the second said
+// "no helper record" for a run the first had removed.
+func TestCleanStaleWaitsForAnotherFinisher(t *testing.T) {
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	dir := filepath.Join(state, "runs", fmt.Sprintf("%d-%d-dead", os.Getpid(), start+1))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rep *CleanReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := CleanStale(context.Background(), state, "/nonexistent/sbx", time.Hour)
+		done <- result{rep, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("CleanStale did not wait for the other finisher's lock: %+v %v", r.rep, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.RemoveAll(dir); err != nil { // the other finisher's work
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	r := <-done
+	if r.err != nil || len(r.rep.Runs) != 0 || len(r.rep.Errors) != 0 || len(r.rep.Notes) != 0 {
+		t.Errorf("after the other finisher: %+v %v; want nothing done, nothing said", r.rep, r.err)
+	}
 }

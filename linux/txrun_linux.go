@@ -337,8 +337,24 @@ func busy(dir string) bool {
 	return readJSON(filepath.Join(dir, helperFile), &h) == nil && alive(h.PID, h.Start)
 }
 
-// cleanRun finishes one dead run.
+// cleanRun finishes one dead run, holding a lock on its directory: two
+// sbx that list it at once (two runs started after a kill) finish it once,
+// and the second finds it gone.
 func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	if !fileExists(dir) {
+		return nil // finished by the process that held the lock
+	}
 	var rec record
 	_ = readJSON(filepath.Join(dir, recordFile), &rec)
 	if rec.NetDir != "" && strings.HasPrefix(filepath.Base(rec.NetDir), "sbx-net-") {
