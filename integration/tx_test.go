@@ -746,3 +746,33 @@ func TestRenameBesideHostWrite(t *testing.T) {
 	assertContent(t, e.path("b"), "A\n")
 	assertContent(t, e.path(".a.swp"), "vim\n")
 }
+
+// TestWarmCallAfterAKilledRun: a run killed mid-merge while a serve
+// session's next sandbox waited: the session's next call finishes that
+// merge first and sees all of it. Before, the call took the warm sandbox
+// and ran on the half-merged workspace (3 of 10 files), with no word.
+func TestWarmCallAfterAKilledRun(t *testing.T) {
+	e := newEnv(t)
+	state := filepath.Join(e.home, ".local/state/sbx")
+	srv := e.startServe()
+	fmt.Fprintln(srv.in, `{"type":"tool_use","id":"a","name":"Bash","input":{"command":"true"}}`)
+	if !srv.out.Scan() || strings.Contains(srv.out.Text(), `"is_error":true`) {
+		t.Fatalf("first call: %q %s", srv.out.Text(), srv.stderr)
+	}
+	time.Sleep(time.Second) // the next call's sandbox is launched
+	cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 10); do echo $i > f$i; done`)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if n := len(listing(t, e.ws)); n >= 10 {
+		t.Fatalf("the killed merge was not half done: %d entries", n)
+	}
+	fmt.Fprintln(srv.in, `{"type":"tool_use","id":"b","name":"Bash","input":{"command":"ls f* | wc -l"}}`)
+	if !srv.out.Scan() || !strings.Contains(srv.out.Text(), `"content":"10`) {
+		t.Errorf("the call after the killed run saw %q, want all 10 files; stderr %s", srv.out.Text(), srv.stderr)
+	}
+}

@@ -219,3 +219,28 @@ func TestCleanStaleWaitsForAnotherFinisher(t *testing.T) {
 		t.Errorf("after the other finisher: %+v %v; want nothing done, nothing said", r.rep, r.err)
 	}
 }
+
+// deadRunLeft finds a run whose sbx is gone (a warm sandbox then gives
+// way to a cold run, which finishes it first), and not a live one.
+func TestDeadRunLeft(t *testing.T) {
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	if deadRunLeft(state) {
+		t.Error("no runs directory: a dead run found")
+	}
+	live := filepath.Join(state, "runs", fmt.Sprintf("%d-%d-live", os.Getpid(), start))
+	os.MkdirAll(live, 0o700)
+	writeJSON(filepath.Join(live, recordFile), record{PID: os.Getpid(), Start: start})
+	if deadRunLeft(state) {
+		t.Error("a live run counts as dead")
+	}
+	dead := filepath.Join(state, "runs", fmt.Sprintf("%d-%d-dead", os.Getpid(), start))
+	os.MkdirAll(dead, 0o700)
+	writeJSON(filepath.Join(dead, recordFile), record{PID: os.Getpid(), Start: start + 1})
+	if !deadRunLeft(state) {
+		t.Error("a run whose sbx is gone is not found")
+	}
+}

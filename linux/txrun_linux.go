@@ -311,6 +311,25 @@ func CleanStale(ctx context.Context, stateDir, exe string, wait time.Duration) (
 	return rep, nil
 }
 
+// deadRunLeft reports whether the state directory holds a run whose sbx
+// is gone (killed): its merge may be under way or half done, which a warm
+// sandbox launched before it would not wait for (a cold run does, in
+// CleanStale).
+func deadRunLeft(stateDir string) bool {
+	runs := filepath.Join(stateDir, "runs")
+	ents, err := os.ReadDir(runs)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		dir := filepath.Join(runs, e.Name())
+		if !sbxAlive(dir) && fileExists(dir) {
+			return true
+		}
+	}
+	return false
+}
+
 // sbxAlive reports whether the sbx process of the run in dir lives, by its
 // record or, without one (a run being set up, or one that ended and was
 // removed since the directory was listed), by the pid in the directory's

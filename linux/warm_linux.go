@@ -88,8 +88,8 @@ type warmPool struct {
 
 // takeWarm returns the warm sandbox if the call can use it: same policy,
 // no input, output into writers (a terminal or a file must stay what it
-// is, so those calls start cold). A sandbox that does not fit is thrown
-// away.
+// is, so those calls start cold), and no run killed since its launch. A
+// sandbox that does not fit is thrown away.
 func (e *Executor) takeWarm(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) *warm {
 	if !e.Warm || !warmable(stdio, s.OneStream) {
 		return nil
@@ -107,7 +107,9 @@ func (e *Executor) takeWarm(ctx context.Context, s *pipeline.Spec, stdio pipelin
 		e.discard(w)
 		return nil
 	}
-	if w.err != nil || !samePolicy(w.spec, s) || w.stale() {
+	// A run killed since the launch leaves its merge to finish: the call
+	// starts cold, which waits for it (or finishes it) and says so.
+	if w.err != nil || !samePolicy(w.spec, s) || w.stale() || deadRunLeft(e.StateDir) {
 		e.discard(w)
 		return nil
 	}
