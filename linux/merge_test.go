@@ -544,3 +544,83 @@ func TestRenameUnchanged(t *testing.T) {
 		os.Remove(tmp)
 	}
 }
+
+// A file or directory the command changed (copied up: overlayfs marks it
+// with user.overlay.origin) that the host removed during the run is a
+// conflict: the host's removal is kept and the command's version saved.
+// Before, the merge wrote it back with no word. A new entry, or one beside
+// a whiteout (the command's own rename of it), is applied as before.
+func TestMergeRemovedOnHostDuringRun(t *testing.T) {
+	origin := func(t *testing.T, p string) {
+		if err := unix.Lsetxattr(p, "user.overlay.origin", nil, 0); err != nil {
+			t.Skipf("no user xattrs here: %v", err)
+		}
+	}
+	tests := []struct {
+		name     string
+		before   func(host string) // the host before the run
+		during   func(host string) // the host's doing during the run
+		upper    func(u upperTree)
+		applied  map[string]string // host path → content afterwards ("" absent)
+		conflict []string          // host paths reported as conflicts
+	}{
+		{"file removed on the host",
+			func(h string) { write(t, filepath.Join(h, "f"), "v1\n") },
+			func(h string) { os.Remove(filepath.Join(h, "f")) },
+			func(u upperTree) { u.file("f", "v1\nedited\n"); origin(t, filepath.Join(u.dir, "f")) },
+			map[string]string{"f": ""}, []string{"f"}},
+		{"directory removed on the host",
+			func(h string) { write(t, filepath.Join(h, "X/old"), "v1\n") },
+			func(h string) { os.RemoveAll(filepath.Join(h, "X")) },
+			func(u upperTree) {
+				u.file("X/old", "edited\n")
+				origin(t, filepath.Join(u.dir, "X"))
+				origin(t, filepath.Join(u.dir, "X/old"))
+				u.file("X/new", "new\n")
+			},
+			map[string]string{"X/old": "", "X/new": ""}, []string{"X"}},
+		{"the command's rename, the host busy beside it",
+			func(h string) { write(t, filepath.Join(h, "a"), "a\n") },
+			func(h string) { write(t, filepath.Join(h, "other"), "host\n") },
+			func(u upperTree) { u.file("b", "a\n"); origin(t, filepath.Join(u.dir, "b")); u.whiteout("a") },
+			map[string]string{"a": "", "b": "a\n", "other": "host\n"}, nil},
+		{"a new file, the host busy beside it",
+			func(h string) {},
+			func(h string) { write(t, filepath.Join(h, "other"), "host\n") },
+			func(u upperTree) { u.file("n", "new\n") },
+			map[string]string{"n": "new\n"}, nil},
+		{"a changed file, the host quiet",
+			func(h string) { write(t, filepath.Join(h, "g"), "v1\n") },
+			func(h string) {},
+			func(u upperTree) { u.file("g", "v2\n"); origin(t, filepath.Join(u.dir, "g")) },
+			map[string]string{"g": "v2\n"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newMergeEnv(t)
+			tt.before(e.host)
+			time.Sleep(20 * time.Millisecond) // coarse clocks tick every few ms
+			start := coarseNow()
+			time.Sleep(20 * time.Millisecond)
+			tt.during(e.host)
+			tt.upper(upperTree{t, e.upper})
+			rep := e.merge(&fsrules.Policy{}, start, nil)
+			for rel, want := range tt.applied {
+				got := content(filepath.Join(e.host, rel))
+				if want == "" && !strings.HasPrefix(got, "<") || want != "" && got != want {
+					t.Errorf("%s: host holds %q, want %q", rel, got, want)
+				}
+			}
+			var conflicts []string
+			for _, c := range rep.Conflicts {
+				conflicts = append(conflicts, strings.TrimPrefix(c.Path, e.host+"/"))
+				if c.Saved == "" {
+					t.Errorf("%s: the command's version not saved", c.Path)
+				}
+			}
+			if !slices.Equal(conflicts, tt.conflict) {
+				t.Errorf("conflicts %q, want %q (lost %q)", conflicts, tt.conflict, rep.Lost)
+			}
+		})
+	}
+}
