@@ -285,14 +285,14 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		s.git = s.path
 	}
 	hostIsDir := hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR
+	if hst == nil && m.removedOnHost(up, host, name, s) {
+		m.conflict(s.path, up, name)
+		return
+	}
 	if !hostIsDir {
 		c := s.change(fsrules.Create, true)
 		if r := m.pol.Check(c); r != nil {
 			m.refuse(r, up, name)
-			return
-		}
-		if hst == nil && m.removedOnHost(up, host, name, s) {
-			m.conflict(s.path, up, name)
 			return
 		}
 		if hst != nil && !m.remove(host, name, s) {
