@@ -165,14 +165,10 @@ func truncateLike(t, stamp unix.Timespec) unix.Timespec {
 // innermost git directory holding it.
 type scope struct {
 	root, path, git string
-	// dirChanged: the host directory holding the entry changed during the
-	// run (an entry added, removed or renamed), judged before the merge
-	// touched it.
-	dirChanged bool
 }
 
 func (s scope) child(name string) scope {
-	return scope{root: s.root, path: s.path + "/" + name, git: s.git, dirChanged: s.dirChanged}
+	return scope{root: s.root, path: s.path + "/" + name, git: s.git}
 }
 
 func (s scope) change(kind fsrules.ChangeKind, dir bool) *fsrules.Change {
@@ -186,8 +182,6 @@ func (m *merger) mergeRoot(up, host int, path string) {
 	if isGitDirAt(up, host, ".") {
 		s.git = path
 	}
-	var st unix.Stat_t
-	s.dirChanged = unix.Fstat(host, &st) != nil || m.changedDuringRun(&st)
 	m.dir(up, host, s, false)
 }
 
@@ -285,10 +279,6 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		s.git = s.path
 	}
 	hostIsDir := hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR
-	if hst == nil && m.removedOnHost(up, host, name, s) {
-		m.conflict(s.path, up, name)
-		return
-	}
 	if !hostIsDir {
 		c := s.change(fsrules.Create, true)
 		if r := m.pol.Check(c); r != nil {
@@ -318,9 +308,6 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		}
 		defer unix.Close(hsub)
 	}
-	// The entries' host directory: made just now (nothing on the host was
-	// taken from it), or the one stat'ed before the merge touched it.
-	s.dirChanged = hostIsDir && m.changedDuringRun(hst)
 	m.dir(sub, hsub, s, opaque)
 	if m.discard || hsub < 0 {
 		return
@@ -366,10 +353,6 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	}
 	if r := m.pol.Check(c); r != nil {
 		m.refuse(r, up, name)
-		return
-	}
-	if hst == nil && m.removedOnHost(up, host, name, s) {
-		m.conflict(s.path, up, name)
 		return
 	}
 	if hst != nil && (m.changedDuringRun(hst) || hst.Mode&unix.S_IFMT == unix.S_IFDIR) {
@@ -862,36 +845,4 @@ func equalFiles(dirA int, name string, dirB int, nameB string) bool {
 			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF)
 		}
 	}
-}
-
-// removedOnHost reports whether an upper entry that has no host
-// counterpart was taken from the host by the run (overlayfs marks a
-// copy-up with user.overlay.origin; a new file has none) and was removed
-// or renamed on the host since: its host directory changed during the run.
-// The command's own rename of a host file leaves the origin on the new
-// name and a whiteout on the old; an unprivileged overlay stores no file
-// handle in the origin, so which whiteout is the old name cannot be told,
-// and beside any whiteout the change is applied as before.
-func (m *merger) removedOnHost(up, host int, name string, s scope) bool {
-	if host < 0 || !s.dirChanged || !hasOrigin(up, name) {
-		return false
-	}
-	names, err := readNames(up)
-	if err != nil {
-		return false
-	}
-	for _, w := range names {
-		var st unix.Stat_t
-		if unix.Fstatat(up, w, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 {
-			return false // a whiteout: maybe the command's rename
-		}
-	}
-	return true
-}
-
-// hasOrigin reports whether name in dir carries user.overlay.origin
-// (empty when the lower filesystem's handle cannot be used).
-func hasOrigin(dir int, name string) bool {
-	_, err := unix.Lgetxattr(fmt.Sprintf("/proc/self/fd/%d/%s", dir, name), "user.overlay.origin", nil)
-	return err == nil
 }
