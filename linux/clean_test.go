@@ -220,27 +220,40 @@ func TestCleanStaleWaitsForAnotherFinisher(t *testing.T) {
 	}
 }
 
-// deadRunLeft finds a run whose sbx is gone (a warm sandbox then gives
-// way to a cold run, which finishes it first), and not a live one.
-func TestDeadRunLeft(t *testing.T) {
+// deadRuns finds a run whose sbx is gone, and not a live one; a killed
+// run a clean-up already tried (and could not finish) no longer sends warm
+// calls to a cold start, a new one does.
+func TestDeadRuns(t *testing.T) {
 	start, err := procStart(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	if deadRunLeft(state) {
-		t.Error("no runs directory: a dead run found")
+	if got := deadRuns(state); got != nil {
+		t.Errorf("no runs directory: dead runs %q", got)
 	}
-	live := filepath.Join(state, "runs", fmt.Sprintf("%d-%d-live", os.Getpid(), start))
-	os.MkdirAll(live, 0o700)
-	writeJSON(filepath.Join(live, recordFile), record{PID: os.Getpid(), Start: start})
-	if deadRunLeft(state) {
-		t.Error("a live run counts as dead")
+	live := fmt.Sprintf("%d-%d-live", os.Getpid(), start)
+	os.MkdirAll(filepath.Join(state, "runs", live), 0o700)
+	writeJSON(filepath.Join(state, "runs", live, recordFile), record{PID: os.Getpid(), Start: start})
+	if got := deadRuns(state); got != nil {
+		t.Errorf("a live run counts as dead: %q", got)
 	}
-	dead := filepath.Join(state, "runs", fmt.Sprintf("%d-%d-dead", os.Getpid(), start))
-	os.MkdirAll(dead, 0o700)
-	writeJSON(filepath.Join(dead, recordFile), record{PID: os.Getpid(), Start: start + 1})
-	if !deadRunLeft(state) {
-		t.Error("a run whose sbx is gone is not found")
+	dead := fmt.Sprintf("%d-%d-dead", os.Getpid(), start)
+	os.MkdirAll(filepath.Join(state, "runs", dead), 0o700)
+	writeJSON(filepath.Join(state, "runs", dead, recordFile), record{PID: os.Getpid(), Start: start + 1})
+	got := deadRuns(state)
+	if !slices.Equal(got, []string{dead}) {
+		t.Errorf("dead runs %q, want %q", got, dead)
+	}
+	var p warmPool
+	if !p.untried(got) {
+		t.Error("a killed run no clean-up tried does not count")
+	}
+	p.noteTried(got)
+	if p.untried(got) {
+		t.Error("a killed run a clean-up tried still counts")
+	}
+	if !p.untried(append(got, "other")) {
+		t.Error("a new killed run beside a tried one does not count")
 	}
 }

@@ -207,6 +207,7 @@ func (e *Executor) newRun(ctx context.Context, s *pipeline.Spec, tr *pipeline.Tr
 	} else {
 		res.Warnings = append(res.Warnings, staleNotes(rep)...)
 	}
+	e.pool.noteTried(deadRuns(e.StateDir))
 	runDir, rec, err := newRunDir(e.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("linux: run directory: %w", err)

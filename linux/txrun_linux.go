@@ -311,23 +311,22 @@ func CleanStale(ctx context.Context, stateDir, exe string, wait time.Duration) (
 	return rep, nil
 }
 
-// deadRunLeft reports whether the state directory holds a run whose sbx
-// is gone (killed): its merge may be under way or half done, which a warm
-// sandbox launched before it would not wait for (a cold run does, in
-// CleanStale).
-func deadRunLeft(stateDir string) bool {
+// deadRuns lists the run directories of the state directory whose sbx is
+// gone (killed): their merges may be under way or half done.
+func deadRuns(stateDir string) []string {
 	runs := filepath.Join(stateDir, "runs")
 	ents, err := os.ReadDir(runs)
 	if err != nil {
-		return false
+		return nil
 	}
+	var out []string
 	for _, e := range ents {
 		dir := filepath.Join(runs, e.Name())
 		if !sbxAlive(dir) && fileExists(dir) {
-			return true
+			out = append(out, e.Name())
 		}
 	}
-	return false
+	return out
 }
 
 // sbxAlive reports whether the sbx process of the run in dir lives, by its

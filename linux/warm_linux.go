@@ -84,6 +84,35 @@ type warmPool struct {
 	// warnings are those of the clean-ups done in the background, for
 	// the next result.
 	warnings []string
+	// tried are the killed runs (run directory names) a clean-up of this
+	// executor found and could not finish (a workspace removed since):
+	// they do not send every warm call to a cold start.
+	tried map[string]bool
+}
+
+// noteTried records the killed runs left after a clean-up.
+func (p *warmPool) noteTried(dead []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tried == nil {
+		p.tried = map[string]bool{}
+	}
+	for _, d := range dead {
+		p.tried[d] = true
+	}
+}
+
+// untried reports whether a killed run is among dead that no clean-up of
+// this executor has tried to finish.
+func (p *warmPool) untried(dead []string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range dead {
+		if !p.tried[d] {
+			return true
+		}
+	}
+	return false
 }
 
 // takeWarm returns the warm sandbox if the call can use it: same policy,
@@ -109,7 +138,7 @@ func (e *Executor) takeWarm(ctx context.Context, s *pipeline.Spec, stdio pipelin
 	}
 	// A run killed since the launch leaves its merge to finish: the call
 	// starts cold, which waits for it (or finishes it) and says so.
-	if w.err != nil || !samePolicy(w.spec, s) || w.stale() || deadRunLeft(e.StateDir) {
+	if w.err != nil || !samePolicy(w.spec, s) || w.stale() || e.pool.untried(deadRuns(e.StateDir)) {
 		e.discard(w)
 		return nil
 	}
