@@ -48,16 +48,8 @@ func TestCleanStaleSkipsLiveRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			type result struct {
-				rep *CleanReport
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				rep, err := CleanStale(context.Background(), state, "/nonexistent/sbx", time.Hour)
-				done <- result{rep, err}
-			}()
-			var r result
+			done := cleanStaleAsync(state)
+			var r cleanResult
 			select {
 			case r = <-done:
 			case <-time.After(20 * time.Second):
@@ -75,6 +67,23 @@ func TestCleanStaleSkipsLiveRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cleanResult is what CleanStale returned.
+type cleanResult struct {
+	rep *CleanReport
+	err error
+}
+
+// cleanStaleAsync runs CleanStale on state (a wait bound of an hour, no
+// helper binary) and delivers its result.
+func cleanStaleAsync(state string) <-chan cleanResult {
+	done := make(chan cleanResult, 1)
+	go func() {
+		rep, err := CleanStale(context.Background(), state, "/nonexistent/sbx", time.Hour)
+		done <- cleanResult{rep, err}
+	}()
+	return done
 }
 
 // childrenOf finds the children forked from any thread of a process, as
@@ -196,15 +205,7 @@ func TestCleanStaleWaitsForAnotherFinisher(t *testing.T) {
 	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		rep *CleanReport
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := CleanStale(context.Background(), state, "/nonexistent/sbx", time.Hour)
-		done <- result{rep, err}
-	}()
+	done := cleanStaleAsync(state)
 	select {
 	case r := <-done:
 		t.Fatalf("CleanStale did not wait for the other finisher's lock: %+v %v", r.rep, r.err)
