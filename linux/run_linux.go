@@ -207,7 +207,9 @@ func (e *Executor) newRun(ctx context.Context, s *pipeline.Spec, tr *pipeline.Tr
 	} else {
 		res.Warnings = append(res.Warnings, staleNotes(rep)...)
 	}
-	e.pool.noteTried(deadRuns(e.StateDir))
+	if e.Warm {
+		e.pool.noteTried(deadRuns(e.StateDir)) // what takeWarm need not wait for
+	}
 	runDir, rec, err := newRunDir(e.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("linux: run directory: %w", err)
