@@ -235,7 +235,7 @@ func (r *run) readStamp(readyR io.Reader) {
 	if _, err := io.ReadFull(readyR, m[:]); err != nil || int(m[0]) >= len(initPhases) {
 		return
 	}
-	r.trace.Add(pipeline.Stamp{Name: initPhases[m[0]], Time: int64(binary.LittleEndian.Uint64(m[1:]))})
+	r.stamps.Load().Add(pipeline.Stamp{Name: initPhases[m[0]], Time: int64(binary.LittleEndian.Uint64(m[1:]))})
 }
 
 // release moves the held command into the run's cgroups and lets it go;

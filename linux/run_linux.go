@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -216,6 +217,7 @@ func (e *Executor) newRun(ctx context.Context, s *pipeline.Spec, tr *pipeline.Tr
 	}
 	tr.Mark("sbx: earlier runs checked, run directory made")
 	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res, trace: tr, bwrap: bwrap, exe: exe}
+	r.stamps.Store(tr)
 	defer func() {
 		if err != nil {
 			r.close()
@@ -391,6 +393,10 @@ type run struct {
 	handoffSocket string
 	// trace records the run's phases for --debug (nil: none).
 	trace *pipeline.Trace
+	// stamps is where the init's stamps go, read by the goroutine that
+	// reads them: the run's trace, or the call's once a warm call takes
+	// the run.
+	stamps atomic.Pointer[pipeline.Trace]
 	// trust is the per-run CA and its files, when TLS is terminated for
 	// bound credentials.
 	trust *proxy.Trust

@@ -268,6 +268,7 @@ func (w *warm) call(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio,
 	defer r.closeLater()
 	defer w.closePipes()
 	r.trace = tr
+	r.stamps.Store(tr)
 	var wg sync.WaitGroup
 	for _, c := range []struct {
 		from *os.File
