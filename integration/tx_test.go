@@ -776,3 +776,45 @@ func TestWarmCallAfterAKilledRun(t *testing.T) {
 		t.Errorf("the call after the killed run saw %q, want all 10 files; stderr %s", srv.out.Text(), srv.stderr)
 	}
 }
+
+// TestFinishKilledRunWhoseRootIsGone: sbx and its helper killed mid-merge,
+// then one of the run's writable roots removed from the host: finishing
+// the run merges the other root whole and saves the gone root's writes
+// aside, named. Before, finishing failed ("writable root …: no such file
+// or directory") on every later run, for good.
+func TestFinishKilledRunWhoseRootIsGone(t *testing.T) {
+	e := newEnv(t)
+	state := filepath.Join(e.home, ".local/state/sbx")
+	extra := filepath.Join(t.TempDir(), "extra")
+	if err := os.Mkdir(extra, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sbxBin, "run", "--allow-write", extra, "-c",
+		fmt.Sprintf(`echo kept > %q; for i in $(seq 10); do echo $i > f$i; done`, filepath.Join(extra, "x")))
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := os.RemoveAll(extra); err != nil {
+		t.Fatal(err)
+	}
+	r := e.sbx("doctor", "--clean", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, "the writable root was removed from the host after the run was killed") {
+		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	for i := 1; i <= 10; i++ {
+		assertContent(t, e.path(fmt.Sprintf("f%d", i)), fmt.Sprintf("%d\n", i))
+	}
+	assertAbsent(t, extra)
+	saved, _ := filepath.Glob(filepath.Join(state, "conflicts", "*", strings.TrimPrefix(extra, "/"), "x"))
+	if len(saved) != 1 {
+		t.Fatalf("the gone root's write not saved aside: %v", saved)
+	}
+	assertContent(t, saved[0], "kept\n")
+	if runs, _ := os.ReadDir(filepath.Join(state, "runs")); len(runs) != 0 {
+		t.Errorf("run directories left: %v", runs)
+	}
+}

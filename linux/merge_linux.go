@@ -724,6 +724,18 @@ func (m *merger) refuse(r *fsrules.Refusal, up int, name string) {
 	m.rep.Refused = append(m.rep.Refused, *r)
 }
 
+// rootGone saves aside the staged writes (up, in the directory stage) of a
+// writable root that was removed from the host after its run was killed
+// and before the run was finished: there is nothing to merge them into.
+func (m *merger) rootGone(path string, stage int, up string) {
+	c := Conflict{Path: path, Why: "the writable root was removed from the host after the run was killed"}
+	if c.Saved = m.saves.save(m, "conflicts", path, stage, up); c.Saved == "" {
+		m.lose(path, errors.New(c.Why+", and the command's writes could not be saved"))
+		return
+	}
+	m.rep.Conflicts = append(m.rep.Conflicts, c)
+}
+
 // conflict keeps the host's version of path and saves the command's.
 func (m *merger) conflict(path string, up int, name string) {
 	c := Conflict{Path: path}

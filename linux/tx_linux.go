@@ -312,11 +312,20 @@ type txRoot struct {
 	// copy (file), relative to the stage.
 	up      string
 	mounted bool
+	// idx is the root's place in the run's list of roots: its upper is
+	// named after it, so a root skipped when a killed run is finished
+	// (gone since) does not shift the others onto the wrong uppers.
+	idx int
+	// gone: the root no longer exists on the host (a killed run being
+	// finished): its staged writes are saved aside, not merged.
+	gone bool
 }
 
 func (t *txMounts) close() {
 	for _, r := range t.roots {
-		unix.Close(r.fd)
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+		}
 	}
 	for _, fd := range []int{t.stageFD, t.stateFD, t.runFD} {
 		if fd >= 0 {
@@ -403,7 +412,7 @@ func mountTx(spec *TxSpec, size int64, mounted *[]string) (*txMounts, error) {
 		}
 		roots = []fsrules.Path{{Path: filepath.Join(spec.RunDir, "probe"), Exists: true, Dir: true}}
 	}
-	if err := t.openRoots(roots); err != nil {
+	if err := t.openRoots(roots, false); err != nil {
 		return t, err
 	}
 	if err := t.mountStage(spec, size, mounted); err != nil {
@@ -423,12 +432,16 @@ func mountTx(spec *TxSpec, size int64, mounted *[]string) (*txMounts, error) {
 // namespace has no power over files of unmapped users) cannot be staged:
 // it stays read-only, with a warning; the sandbox could not have entered it
 // either, or only written blind.
-func (t *txMounts) openRoots(roots []fsrules.Path) error {
-	for _, r := range roots {
-		tr := txRoot{path: r.Path, dir: r.Dir}
+func (t *txMounts) openRoots(roots []fsrules.Path, finishing bool) error {
+	for idx, r := range roots {
+		tr := txRoot{path: r.Path, dir: r.Dir, idx: idx, fd: -1}
 		open := r.Path
 		if !r.Dir {
 			if st, err := os.Lstat(r.Path); err != nil || !st.Mode().IsRegular() {
+				if finishing && errors.Is(err, os.ErrNotExist) {
+					tr.gone = true
+					t.roots = append(t.roots, tr)
+				}
 				continue
 			}
 			open = filepath.Dir(r.Path)
@@ -445,6 +458,11 @@ func (t *txMounts) openRoots(roots []fsrules.Path) error {
 				return fmt.Errorf("writable root %s: sbx may not read it, and cannot make it read-only: %w", r.Path, err)
 			}
 			t.warnings = append(t.warnings, fmt.Sprintf("writable root %s stays read-only: sbx may not read it, so its writes cannot be staged", r.Path))
+			continue
+		}
+		if finishing && errors.Is(err, unix.ENOENT) {
+			tr.gone = true
+			t.roots = append(t.roots, tr)
 			continue
 		}
 		if err != nil {
@@ -503,7 +521,7 @@ func (t *txMounts) mountStage(spec *TxSpec, size int64, mounted *[]string) error
 // no link can move the mount.
 func (t *txMounts) mountRoot(i int, mounted *[]string) error {
 	r := &t.roots[i]
-	id := strconv.Itoa(i)
+	id := strconv.Itoa(r.idx)
 	if !r.dir {
 		r.up = filepath.Join("f", id)
 		name := filepath.Base(r.path)
@@ -618,6 +636,11 @@ func (t *txMounts) merge(spec *TxSpec, clock TxStart) MergeReport {
 			m.lose(r.path, err)
 			continue
 		}
+		if r.gone {
+			unix.Close(up)
+			m.rootGone(r.path, t.stageFD, r.up)
+			continue
+		}
 		if r.dir {
 			m.mergeRoot(up, r.fd, r.path)
 		} else {
@@ -666,13 +689,13 @@ func recoverTx(spec *TxSpec) *TxReport {
 		rep.Error = err.Error()
 		return rep
 	}
-	if err := t.openRoots(outermost(spec.Roots)); err != nil {
+	if err := t.openRoots(outermost(spec.Roots), true); err != nil {
 		rep.Error = err.Error()
 		return rep
 	}
 	for i := range t.roots {
 		r := &t.roots[i]
-		r.up = filepath.Join(map[bool]string{true: "u", false: "f"}[r.dir], strconv.Itoa(i))
+		r.up = filepath.Join(map[bool]string{true: "u", false: "f"}[r.dir], strconv.Itoa(r.idx))
 	}
 	var st unix.Stat_t
 	if spec.Size > 0 && unix.Fstatat(t.runFD, "u", &st, 0) != nil {
