@@ -747,6 +747,21 @@ func TestRenameBesideHostWrite(t *testing.T) {
 	assertContent(t, e.path(".a.swp"), "vim\n")
 }
 
+// killMidMerge runs sbx with args in the workspace, its merge paused after
+// the third change, and kills its helper and then sbx: the run is left
+// half merged for a later run to finish.
+func (e *env) killMidMerge(state string, args ...string) {
+	e.t.Helper()
+	cmd := exec.Command(sbxBin, args...)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=3")
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	syscall.Kill(pausedHelper(e.t, state, cmd), syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
 // TestWarmCallAfterAKilledRun: a run killed mid-merge while a serve
 // session's next sandbox waited: the session's next call finishes that
 // merge first and sees all of it. Before, the call took the warm sandbox
@@ -760,14 +775,7 @@ func TestWarmCallAfterAKilledRun(t *testing.T) {
 		t.Fatalf("first call: %q %s", srv.out.Text(), srv.stderr)
 	}
 	time.Sleep(time.Second) // the next call's sandbox is launched
-	cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 10); do echo $i > f$i; done`)
-	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=3")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
-	cmd.Process.Kill()
-	cmd.Wait()
+	e.killMidMerge(state, "run", "-c", `for i in $(seq 10); do echo $i > f$i; done`)
 	if n := len(listing(t, e.ws)); n >= 10 {
 		t.Fatalf("the killed merge was not half done: %d entries", n)
 	}
@@ -789,15 +797,8 @@ func TestFinishKilledRunWhoseRootIsGone(t *testing.T) {
 	if err := os.Mkdir(extra, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(sbxBin, "run", "--allow-write", extra, "-c",
+	e.killMidMerge(state, "run", "--allow-write", extra, "-c",
 		fmt.Sprintf(`echo kept > %q; for i in $(seq 10); do echo $i > f$i; done`, filepath.Join(extra, "x")))
-	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=3")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
-	cmd.Process.Kill()
-	cmd.Wait()
 	if err := os.RemoveAll(extra); err != nil {
 		t.Fatal(err)
 	}
