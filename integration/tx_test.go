@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -707,12 +708,14 @@ func TestStateDirThroughALink(t *testing.T) {
 }
 
 // The helper killed during its merge, sbx alive: sbx says the command ran
-// and its merge was cut short, not that nothing was run; the next clean
-// completes it.
-func TestHelperKilledMidMergeIsReported(t *testing.T) {
+// and its merge was cut short, finishes the merge itself at once, and
+// exits with the command's status; nothing is left for a later run to
+// report again. Before, sbx failed the run and left the rest to the next
+// run, which reported the same writes a second time.
+func TestHelperKilledMidMergeIsFinished(t *testing.T) {
 	e := newEnv(t)
 	state := filepath.Join(e.home, ".local/state/sbx")
-	cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 5); do echo $i > f$i; done`)
+	cmd := exec.Command(sbxBin, "run", "-c", `for i in $(seq 5); do echo $i > f$i; done; exit 3`)
 	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "SBX_TEST_MERGE_PAUSE=2")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -720,15 +723,29 @@ func TestHelperKilledMidMergeIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(pausedHelper(t, state, cmd), syscall.SIGKILL)
-	cmd.Wait()
-	if msg := stderr.String(); !strings.Contains(msg, "the command ran, but the transaction helper died before its merge was complete") || strings.Contains(msg, "nothing was run") {
+	code := 0
+	if err := cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	msg := stderr.String()
+	if !strings.Contains(msg, "the transaction helper died before its merge was complete; sbx finished the merge") || strings.Contains(msg, "nothing was run") {
 		t.Errorf("stderr: %s", msg)
 	}
-	if r := e.sbx("doctor", "--clean", "--json"); r.code != 0 {
-		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	if code != 3 {
+		t.Errorf("exit %d, want the command's 3; stderr %s", code, msg)
 	}
 	for i := 1; i <= 5; i++ {
 		assertContent(t, e.path(fmt.Sprintf("f%d", i)), fmt.Sprintf("%d\n", i))
+	}
+	if runs := listing(t, filepath.Join(state, "runs")); len(runs) != 0 {
+		t.Errorf("run directories left: %v", runs)
+	}
+	if r := e.sh("true"); strings.Contains(r.stderr, "earlier run") {
+		t.Errorf("the next run reported the run again: %s", r.stderr)
 	}
 }
 
@@ -748,7 +765,7 @@ func TestRenameBesideHostWrite(t *testing.T) {
 }
 
 // killMidMerge runs sbx with args in the workspace, its merge paused after
-// the third change, and kills its helper and then sbx: the run is left
+// the third change, and kills sbx and then its helper: the run is left
 // half merged for a later run to finish.
 func (e *env) killMidMerge(state string, args ...string) {
 	e.t.Helper()
@@ -757,9 +774,11 @@ func (e *env) killMidMerge(state string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	syscall.Kill(pausedHelper(e.t, state, cmd), syscall.SIGKILL)
+	helper := pausedHelper(e.t, state, cmd)
+	// sbx first: a live sbx whose helper died finishes the merge itself.
 	cmd.Process.Kill()
 	cmd.Wait()
+	syscall.Kill(helper, syscall.SIGKILL)
 }
 
 // TestWarmCallAfterAKilledRun: a run killed mid-merge while a serve

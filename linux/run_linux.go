@@ -419,6 +419,9 @@ type run struct {
 	// (--max-disk); txRep is what the transaction helper reported.
 	budgetStage string
 	txRep       *TxReport
+	// deadStatus is the command's status when its helper died before its
+	// report and sbx finished the merge (finishDeadHelper).
+	deadStatus *int
 	// fallbackPlan is the plan without the budget, for a best-effort
 	// budget the helper cannot set up.
 	fallbackPlan []Op
@@ -732,7 +735,7 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 	}
 	r.tmpFull = st.tmpFull
 	status, known := l.status()
-	return r.finish(waitErr, st.ran, status, known, l.out.buf.String())
+	return r.finish(ctx, waitErr, st.ran, status, known, l.out.buf.String())
 }
 
 // finished delivers once sbx is done with the helper: its report, which
@@ -923,11 +926,11 @@ func startOnLockedThread(cmd *exec.Cmd) (<-chan error, error) {
 // finish turns bubblewrap's exit into a result. bwrap exits with the init's
 // status, which is the command's; a bwrap that never started the init is a
 // setup failure, reported as an error with bwrap's own message.
-func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapOut string) error {
+func (r *run) finish(ctx context.Context, waitErr error, initRan bool, status int, known bool, bwrapOut string) error {
 	if r.cgErr != nil {
 		return fmt.Errorf("%w: the command could not join its cgroup: %v", pipeline.ErrUnavailable, r.cgErr)
 	}
-	if err := r.txResult(initRan); err != nil {
+	if err := r.txResult(ctx, initRan); err != nil {
 		return err
 	}
 	if !known {
@@ -940,13 +943,16 @@ func (r *run) finish(waitErr error, initRan bool, status int, known bool, bwrapO
 		}
 		return notStarted{fmt.Errorf("%w: bubblewrap could not build the sandbox: %s", pipeline.ErrUnavailable, msg)}
 	}
+	if r.deadStatus != nil {
+		status = *r.deadStatus
+	}
 	r.res.ExitCode = status
 	if r.cgWarn != "" {
 		r.res.Warnings = append(r.res.Warnings, r.cgWarn)
 	} else if r.cg != nil {
 		r.res.LimitHit = r.cg.hit(r.spec.Limits)
 	}
-	if r.res.LimitHit == "" && r.txRep.Full && r.spec.Limits.MaxDisk > 0 {
+	if r.res.LimitHit == "" && r.txRep != nil && r.txRep.Full && r.spec.Limits.MaxDisk > 0 {
 		r.res.LimitHit = fmt.Sprintf("the disk budget is spent (--max-disk %s)", sizeString(r.spec.Limits.MaxDisk))
 	}
 	if r.res.LimitHit == "" && r.tmpFull {

@@ -24,6 +24,7 @@ import (
 //	helper.json  the transaction helper's pid, start time and clock
 //	u/ w/ f/     the overlay upper and work directories, copies of files
 //	journal      host temporaries a copying merge created
+//	status       the command's exit status (a link's target), once bubblewrap exited
 //	report.json  the merge's report, once it is complete
 //	empty        an empty file for denyRead binds
 const (
@@ -32,6 +33,7 @@ const (
 	helperFile  = "helper.json"
 	journalFile = "journal"
 	reportFile  = "report.json"
+	statusFile  = "status"
 	emptyFile   = "empty"
 )
 

@@ -247,6 +247,8 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	rep.stamp("capabilities cleared", time.Now())
 	status, how := runBwrap(spec)
 	rep.Status = &status
+	// For sbx, should this helper die before its report: one call.
+	_ = os.Symlink(strconv.Itoa(status), filepath.Join(spec.RunDir, statusFile))
 	rep.stamp(how, time.Now())
 	if t.budget {
 		var st unix.Statfs_t
@@ -653,11 +655,11 @@ func (t *txMounts) merge(spec *TxSpec, clock TxStart) MergeReport {
 
 // pauseHook is a test hook: with SBX_TEST_MERGE_PAUSE=N in its
 // environment, the helper stops after the N-th applied change, says so in
-// RunDir/paused, and waits to be killed.
+// RunDir/paused, and waits to be killed (once per run directory).
 func pauseHook(runDir string) func(int) {
 	n, err := strconv.Atoi(os.Getenv("SBX_TEST_MERGE_PAUSE"))
-	if err != nil || n <= 0 {
-		return nil
+	if err != nil || n <= 0 || fileExists(filepath.Join(runDir, "paused")) {
+		return nil // once per run: the recovery of a paused run goes on
 	}
 	return func(i int) {
 		if i == n {
@@ -699,7 +701,7 @@ func recoverTx(spec *TxSpec) *TxReport {
 	}
 	var st unix.Stat_t
 	if spec.Size > 0 && unix.Fstatat(t.runFD, "u", &st, 0) != nil {
-		rep.Merge.Lost = append(rep.Merge.Lost, "the run was killed before its writes were merged, and they were in its memory-backed disk budget (--max-disk): they are gone")
+		rep.Merge.Lost = append(rep.Merge.Lost, "the run's helper was killed before it had merged the writes, and they were in its memory-backed disk budget (--max-disk): they are gone")
 	}
 	if err := removeJournaled(filepath.Join(spec.RunDir, journalFile)); err != nil {
 		rep.Merge.Lost = append(rep.Merge.Lost, "journal: "+err.Error())

@@ -146,15 +146,13 @@ func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error)
 // txResult reads the helper's report into the result: a transaction that
 // could not be set up stops the run with an error (nothing ran); a helper
 // that died says whether the command ran (initRan).
-func (r *run) txResult(initRan bool) error {
+func (r *run) txResult(ctx context.Context, initRan bool) error {
 	rep := r.txRep
 	switch {
 	case rep == nil && !initRan:
 		return fmt.Errorf("%w: the transaction helper exited without a report; the command's writes are kept in %s and the next run (or sbx doctor --clean) merges them", pipeline.ErrUnavailable, r.runDir)
-	case rep == nil && r.budgetStage != "":
-		return fmt.Errorf("the command ran, but the transaction helper died before its merge was complete: part of the command's writes may be applied, and the rest, staged in the memory-backed disk budget, is gone")
 	case rep == nil:
-		return fmt.Errorf("the command ran, but the transaction helper died before its merge was complete: part of the command's writes may be applied; the rest is kept in %s and the next run (or sbx doctor --clean) merges it", r.runDir)
+		return r.finishDeadHelper(ctx)
 	}
 	if rep.Error != "" {
 		what := "the writable roots cannot be made transactional here"
@@ -168,6 +166,35 @@ func (r *run) txResult(initRan bool) error {
 	}
 	r.res.Warnings = append(r.res.Warnings, rep.Warnings...)
 	r.res.Changes = changesOf(&rep.Merge, r.spec.Discard)
+	return nil
+}
+
+// finishDeadHelper finishes, at once, the merge of a helper that died
+// during it (killed, out of memory) while sbx lives, as the next run
+// would: the result then says what reached the host, and no later run
+// reports the same writes again. The helper was PID 1 of its PID
+// namespace, so nothing of the sandbox is left to write; what it staged
+// in a memory-backed disk budget went with it, and the merge says so. The
+// command's status is the one the helper noted when bubblewrap exited; a
+// helper that died before that took the command with it (SIGKILL).
+func (r *run) finishDeadHelper(ctx context.Context) error {
+	const died = "the command ran, but the transaction helper died before its merge was complete"
+	m, err := finishMerge(ctx, r.runDir, r.exe)
+	if err != nil {
+		return fmt.Errorf("%s: part of the command's writes may be applied; finishing the merge failed (%v): the rest is kept in %s and the next run (or sbx doctor --clean) merges it", died, err, r.runDir)
+	}
+	// Merged now: the run directory goes as a merged run's does.
+	_ = os.Remove(filepath.Join(r.runDir, helperFile))
+	r.res.Changes = changesOf(&m, r.spec.Discard)
+	s, err := os.Readlink(filepath.Join(r.runDir, statusFile))
+	status, convErr := strconv.Atoi(s)
+	if err != nil || convErr != nil {
+		status = 128 + int(syscall.SIGKILL)
+		r.res.Warnings = append(r.res.Warnings, "the transaction helper died while the command ran, and the command was killed with its sandbox; sbx merged what it had written (the changes below)")
+	} else {
+		r.res.Warnings = append(r.res.Warnings, died+"; sbx finished the merge (the changes below)")
+	}
+	r.deadStatus = &status
 	return nil
 }
 
@@ -392,8 +419,7 @@ func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) erro
 		// done, only its account is lost.
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the report of a finished merge cannot be read (%v); the run directory is removed", dir, err))
 	case fileExists(filepath.Join(dir, helperFile)):
-		var spec TxSpec
-		err := readJSON(filepath.Join(dir, txFile), &spec)
+		m, err := finishMerge(ctx, dir, exe)
 		if errors.Is(err, fs.ErrNotExist) {
 			// tx.json is written before the helper starts and goes only
 			// with the whole directory: the run was killed while its own
@@ -402,23 +428,39 @@ func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) erro
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("the transaction of a killed run cannot be read: %w", err)
-		}
-		spec.Recover, spec.RunDir = true, dir
-		got, err := callHelper(ctx, exe, spec)
-		if err != nil {
 			return err
 		}
-		if got.Error != "" {
-			return errors.New(got.Error)
-		}
-		rep.Merged[dir] = got.Merge
+		rep.Merged[dir] = m
 	}
 	if err := forceRemoveAll(dir); err != nil {
 		return err
 	}
 	rep.Runs = append(rep.Runs, dir)
 	return nil
+}
+
+// finishMerge completes the merge of the run in dir, whose helper died
+// before its end, with a recovery helper (exe): what the helper had
+// applied stays, the rest of the staged writes is applied now. An error
+// wrapping fs.ErrNotExist means the run has no transaction to finish.
+func finishMerge(ctx context.Context, dir, exe string) (MergeReport, error) {
+	var spec TxSpec
+	err := readJSON(filepath.Join(dir, txFile), &spec)
+	if errors.Is(err, fs.ErrNotExist) {
+		return MergeReport{}, err
+	}
+	if err != nil {
+		return MergeReport{}, fmt.Errorf("the transaction of a killed run cannot be read: %w", err)
+	}
+	spec.Recover, spec.RunDir = true, dir
+	got, err := callHelper(ctx, exe, spec)
+	if err != nil {
+		return MergeReport{}, err
+	}
+	if got.Error != "" {
+		return MergeReport{}, errors.New(got.Error)
+	}
+	return got.Merge, nil
 }
 
 func fileExists(p string) bool {
