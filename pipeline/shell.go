@@ -155,14 +155,18 @@ func separators(s string) int {
 // splitter walks one parsed string in source order.
 type splitter struct {
 	src, home string
-	dirs      []string  // where the next command may run; "" is unknown
-	tainted   bool      // an earlier statement assigned an unsafe variable
-	unseen    string    // the command being read runs what no rule sees: SimpleCommand.Unseen
-	envNames  []string  // the variables set for the command being read (prefix, env NAME=VALUE)
-	root      *splitter // the outermost splitter, whose budget the nested ones share
-	budget    int       // in root: strings left to read as shell code (maxStrings)
-	depth     int       // sh -c nesting
-	pc        *ParsedCommand
+	dirs      []string // where the next command may run; "" is unknown
+	tainted   bool     // an earlier statement assigned an unsafe variable
+	unseen    string   // the command being read runs what no rule sees: SimpleCommand.Unseen
+	// argv0 is the name exec -a gives the command being read (dynamic:
+	// known only at run time).
+	argv0        string
+	argv0Dynamic bool
+	envNames     []string  // the variables set for the command being read (prefix, env NAME=VALUE)
+	root         *splitter // the outermost splitter, whose budget the nested ones share
+	budget       int       // in root: strings left to read as shell code (maxStrings)
+	depth        int       // sh -c nesting
+	pc           *ParsedCommand
 	// words and firsts are blocks the commands' word slices are cut from.
 	words  []Word
 	firsts []string
@@ -183,6 +187,8 @@ func (sp *splitter) walk(f syntax.Node) {
 					sp.tainted = true
 				}
 			}
+			sp.subscripts(&sc, n.Args)
+			sc.Arith = sp.quotedCode(n, false) || sc.Arith
 			sp.pc.Commands = append(sp.pc.Commands, sc)
 		case *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
 			if codeInArith(n) {
@@ -224,8 +230,14 @@ func (sp *splitter) stmt(n *syntax.Stmt) {
 				sp.tainted = true
 			}
 		}
-		if len(n.Redirs) > 0 {
-			sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Redirects: sp.redirects(n.Redirs), Dirs: sp.dirs})
+		sc := SimpleCommand{Redirects: sp.redirects(n.Redirs), Dirs: sp.dirs}
+		// a[i]=v evaluates i: a command of its own when it can run code.
+		if sp.subscripts(&sc, ce.Assigns); sc.Arith {
+			t := src(sp.src, ce)
+			sc.Text, sc.Norm, sc.AllowText, sc.Args = t, t, t, []string{""}
+		}
+		if len(n.Redirs) > 0 || sc.Arith {
+			sp.pc.Commands = append(sp.pc.Commands, sc)
 		}
 		return
 	}
@@ -332,6 +344,7 @@ func codeInArith(n syntax.Node) bool {
 func (sp *splitter) arith(n syntax.Node) {
 	t := src(sp.src, n)
 	sp.pc.Commands = append(sp.pc.Commands, SimpleCommand{Text: t, Norm: t, AllowText: t, Args: []string{""}, Arith: true, Dirs: sp.dirs})
+	sp.quotedCode(n, true)
 }
 
 // arithCode reports whether arithmetic holds anything but integer

@@ -30,6 +30,10 @@ var wrappers = map[string]wrapper{
 	"builtin": {skip: func(a []string) int { return 0 }},
 	"noglob":  {skip: func(a []string) int { return 0 }},
 	"exec":    {skip: func(a []string) int { return skipOpts(a, []string{"-a"}) }},
+	// time -- rm x, eval -- 'rm x', nohup -- rm x: bash's time keyword,
+	// eval and nohup take the end of options; a "--" left in front of a
+	// command is stripped as they strip it.
+	"--": {skip: func(a []string) int { return 0 }},
 	"env": {skip: func(a []string) int {
 		start, _, _ := envArgs(a)
 		return start
@@ -143,13 +147,16 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		sc.AllowText = src(sp.src, ce)
 	}
 	sp.assigns(&sc, ce, wargs, start)
+	sp.subscripts(&sc, ce.Assigns)
 	if len(sc.Args) > 0 {
 		sp.builtinVars(&sc)
+		sp.nameOperands(&sc, wargs)
 		name, _ := progName(sc.Args[0])
 		sc.ExecWrapper = slices.Contains(execWrappers, name) || name == "find" && slices.ContainsFunc(sc.Args[1:], func(a string) bool {
 			return a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir" || a == "-delete"
 		})
 		sp.shellString(sc, rs)
+		sp.renamed(&sc, name)
 	}
 	sc.Unseen, sp.unseen = sp.unseen, ""
 	if sc.FromStdin && len(sc.Args) > 0 && stdinProgram(&sc) {
@@ -228,6 +235,9 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 		}
 		if start+n >= len(words) {
 			break // a wrapper with nothing to run
+		}
+		if name == "exec" {
+			sp.argv0, sp.argv0Dynamic = execName(first[start+1:start+n], words[start+1:start+n])
 		}
 		sc.Privileged = sc.Privileged || wr.privileged
 		sc.FromStdin = sc.FromStdin || wr.stdin
