@@ -139,6 +139,12 @@ type Policy struct {
 	// ~/.bashrc -> ~/dotfiles/bashrc with ~/dotfiles the workspace: they
 	// are protected as the paths themselves are. Origin names the path.
 	HomeLinks []Path `json:"homeLinks,omitempty"`
+	// GitLinks are what the configuration of the workspace's git
+	// directories points git at inside a writable root (a core.hooksPath
+	// directory, included config files, a program a config value runs, a
+	// hooks/ link's target): protected as hooks and config are. Origin
+	// names the key and file.
+	GitLinks []Path `json:"gitLinks,omitempty"`
 	// Caches are written directly: see [Input.Caches].
 	Caches   []Path   `json:"caches,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -524,6 +530,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 	pol.DenyWrite = slices.DeleteFunc(pol.DenyWrite, func(d Path) bool {
 		return !slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(d.Path, w.Path) })
 	})
+	pol.GitLinks = dedupe(c.gitLinks(ws, pol.Writable))
 	var homeNamed []Named
 	pol.HomeLinks, homeNamed = c.homeLinks()
 	pol.Named = keepInRoots(append(pol.Named, homeNamed...), pol.Writable)

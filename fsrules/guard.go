@@ -45,6 +45,10 @@ type Change struct {
 	// host has none. For Git/HEAD, NewConfig is the config the directory
 	// has once the HEAD makes it a git directory.
 	OldConfig, NewConfig []byte
+	// GitHolds, for a new Git/HEAD, names an entry the directory already
+	// holds that git would run or follow once it is a git directory (a
+	// hook an earlier run left there), or is "".
+	GitHolds string
 	// Link: the new entry is a symbolic link.
 	Link bool
 }
@@ -108,6 +112,11 @@ func (p *Policy) Check(c *Change) *Refusal {
 			}
 		}
 	}
+	for _, l := range p.GitLinks {
+		if Within(c.Path, l.Path) || p.replacesAncestor(c, l.Path) {
+			return refuse("git", l.Origin)
+		}
+	}
 	if why := protectedBelow(c.Path, c.Root); why != "" {
 		return refuse("protected", why)
 	}
@@ -120,6 +129,9 @@ func (p *Policy) Check(c *Change) *Refusal {
 	rel := strings.TrimPrefix(c.Path, c.Git+"/")
 	if c.Link && c.Kind != Delete {
 		return refuse("git", "a symbolic link in a git directory: git on the host follows it (a reflog linked to ~/.bashrc)")
+	}
+	if rel == "HEAD" && c.Kind != Delete && c.GitHolds != "" {
+		return refuse("git", "this HEAD makes "+c.Git+" a git directory, and it holds "+c.GitHolds+", which git on the host would run or follow")
 	}
 	if rel == "HEAD" && c.Kind != Delete && c.NewConfig != nil {
 		if ok, why := GitConfigChange(nil, c.NewConfig); !ok {

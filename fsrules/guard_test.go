@@ -567,3 +567,50 @@ func realTempDir(t *testing.T) string {
 	}
 	return root
 }
+
+// What an existing repository's configuration points git at inside the
+// workspace is protected as hooks and config are: its core.hooksPath,
+// included files (and what they point at), a program a value runs, and
+// the target of a hooks/ that is a link. Before, the sandbox rewrote a
+// project's .githooks/pre-commit and the next host commit ran it.
+func TestGitLinksProtectWhatGitRuns(t *testing.T) {
+	ws := realTempDir(t)
+	write := func(p, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".git/HEAD", "ref: refs/heads/main\n")
+	write(".git/objects/.keep", "")
+	write(".git/config", "[core]\n\thooksPath = .githooks\n\tfsmonitor = tools/fsmon.sh --fast\n[include]\n\tpath = ../conf/git.cfg\n[alias]\n\tx = !./bin/x.sh\n\tl = log --oneline\n")
+	write("conf/git.cfg", "[includeIf \"gitdir:/\"]\n\tpath = deeper.cfg\n[diff \"img\"]\n\ttextconv = ./bin/conv\n")
+	write("conf/deeper.cfg", "[core]\n\tsshCommand = ./bin/ssh.sh -v\n")
+	write("scripts/hooks/keep", "")
+	if err := os.Symlink("../scripts/hooks", filepath.Join(ws, ".git", "hooks")); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := Compile(Input{Workspace: ws}, Host{Home: realTempDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	tests := []ruleCase{
+		{Change{Path: at(".githooks/pre-commit"), Kind: Create}, "git"},
+		{Change{Path: at(".githooks"), Kind: Delete, Dir: true}, "git"},
+		{Change{Path: at("tools/fsmon.sh"), Kind: Modify}, "git"},
+		{Change{Path: at("conf/git.cfg"), Kind: Modify}, "git"},
+		{Change{Path: at("conf/deeper.cfg"), Kind: Modify}, "git"},
+		{Change{Path: at("bin/x.sh"), Kind: Create}, "git"},
+		{Change{Path: at("bin/conv"), Kind: Create}, "git"},
+		{Change{Path: at("bin/ssh.sh"), Kind: Create}, "git"},
+		{Change{Path: at("scripts/hooks/pre-commit"), Kind: Create}, "git"},
+		{Change{Path: at("bin/other"), Kind: Create}, ""},
+		{Change{Path: at("log"), Kind: Create}, ""}, // an alias that is no program
+		{Change{Path: at("src/main.go"), Kind: Create}, ""},
+	}
+	expectRules(t, pol, ws, tests)
+}

@@ -112,6 +112,61 @@ echo done`, marker), bypass)
 	}
 }
 
+// TestAttackExistingGitSettings: what an existing repository's settings
+// point git at in the workspace (a core.hooksPath folder, an included
+// config file, a program a value runs, the target of a hooks/ link) keeps
+// unchanged, and a directory holding a hook an earlier run left cannot be
+// made a bare repository later. Before, each was written, and the host's
+// next git commit, status or fetch ran the sandbox's code.
+func TestAttackExistingGitSettings(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	marker := filepath.Join(e.home, "pwned")
+	e.write(".githooks/pre-commit", "#!/bin/sh\nexit 0\n")
+	e.write("conf/git.cfg", "")
+	e.write("tools/fsmon.sh", "#!/bin/sh\nexit 1\n")
+	e.write("scripts/hooks/README", "hooks\n")
+	os.Chmod(e.path(".githooks/pre-commit"), 0o755)
+	os.Chmod(e.path("tools/fsmon.sh"), 0o755)
+	gitOn(t, e.ws, "config", "core.hooksPath", ".githooks")
+	gitOn(t, e.ws, "config", "include.path", "../conf/git.cfg")
+	gitOn(t, e.ws, "config", "alias.fm", "!./tools/fsmon.sh")
+	r := e.sh(fmt.Sprintf(`hook='#!/bin/sh
+touch %[1]s'
+printf '%%s\n' "$hook" > .githooks/pre-commit
+printf '[core]\n\tfsmonitor = "touch %[1]s; false"\n' >> conf/git.cfg
+printf '%%s\n' "$hook" > tools/fsmon.sh
+mkdir -p evil/hooks && printf '%%s\n' "$hook" > evil/hooks/reference-transaction && chmod +x evil/hooks/reference-transaction
+echo kept > notes.txt
+echo done`, marker), bypass)
+	if r.stdout != "done\n" {
+		t.Fatalf("the command failed inside: %s %s", r.stdout, r.stderr)
+	}
+	for _, p := range []string{".githooks/pre-commit", "conf/git.cfg", "tools/fsmon.sh"} {
+		if !strings.Contains(r.stderr, "refused to change "+e.path(p)) {
+			t.Errorf("%s: no refusal named on stderr: %s", p, r.stderr)
+		}
+	}
+	assertContent(t, e.path("notes.txt"), "kept\n")
+	// A later run makes evil a git directory: its HEAD is refused.
+	r = e.sh(`cd evil && mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && echo done`, bypass)
+	if r.stdout != "done\n" || !strings.Contains(r.stderr, "refused to create "+e.path("evil/HEAD")) {
+		t.Errorf("second run: %s %s", r.stdout, r.stderr)
+	}
+	assertAbsent(t, e.path("evil/HEAD"))
+	// A hooks/ that is a link: its target is protected.
+	os.RemoveAll(e.path(".git/hooks"))
+	if err := os.Symlink("../scripts/hooks", e.path(".git/hooks")); err != nil {
+		t.Fatal(err)
+	}
+	gitOn(t, e.ws, "config", "--unset", "core.hooksPath")
+	r = e.sh(fmt.Sprintf(`printf '#!/bin/sh\ntouch %s\n' > scripts/hooks/pre-commit; chmod +x scripts/hooks/pre-commit`, marker), bypass)
+	assertAbsent(t, e.path("scripts/hooks/pre-commit"))
+	gitOn(t, e.ws, "status")
+	gitOn(t, e.ws, "commit", "-q", "--allow-empty", "-m", "host")
+	assertAbsent(t, marker)
+}
+
 // Renaming an ancestor does not move the protection: the check is made on
 // the final tree, by path.
 func TestAttackRenamedAncestor(t *testing.T) {

@@ -350,6 +350,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 			cfg = readSmall(host, "config")
 		}
 		c.NewConfig = cfg
+		c.GitHolds = gitHolds(host)
 	}
 	if r := m.pol.Check(c); r != nil {
 		m.refuse(r, up, name)
@@ -746,6 +747,74 @@ func (m *merger) conflict(path string, up int, name string) {
 		}
 	}
 	m.rep.Conflicts = append(m.rep.Conflicts, c)
+}
+
+// gitRunsNames are the entries of a git directory through which git runs
+// or follows something: hooks, info/, the pointers elsewhere, the state of
+// an operation that runs commands when continued, and git's data (a link
+// there sends git elsewhere).
+var gitRunsNames = []string{"hooks", "info", "commondir", "gitdir", "rebase-merge", "rebase-apply", "sequencer",
+	"objects", "refs", "logs", "packed-refs", "config"}
+
+// gitHolds names the first entry of the host directory dir (-1: none) that
+// git would run or follow were dir a git directory, as [fsrules.GitEntry]
+// decides for a change there: a directory that a new HEAD makes a git
+// directory must not hold a hook an earlier run left when it was none.
+func gitHolds(dir int) string {
+	if dir < 0 {
+		return ""
+	}
+	for _, n := range gitRunsNames {
+		var st unix.Stat_t
+		if unix.Fstatat(dir, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return n + " (a symbolic link)"
+		}
+		if ok, config, _ := fsrules.GitEntry(n, isDir); !ok && !config {
+			return n
+		}
+		if !isDir || n != "hooks" && n != "info" && n != "objects" {
+			continue
+		}
+		if bad := gitHoldsBelow(dir, n); bad != "" {
+			return bad
+		}
+	}
+	return ""
+}
+
+// gitHoldsBelow checks the entries of the directory sub of dir (hooks/,
+// info/, objects/info/) as gitHolds does; one that cannot be listed counts.
+func gitHoldsBelow(dir int, sub string) string {
+	fd, err := openDirAt(dir, sub)
+	if err != nil {
+		return sub
+	}
+	defer unix.Close(fd)
+	names, err := readNames(fd)
+	if err != nil {
+		return sub
+	}
+	for _, c := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		rel := sub + "/" + c
+		if sub == "objects" && c == "info" {
+			if bad := gitHoldsBelow(dir, rel); bad != "" {
+				return bad
+			}
+			continue
+		}
+		if ok, _, _ := fsrules.GitEntry(rel, st.Mode&unix.S_IFMT == unix.S_IFDIR); !ok {
+			return rel
+		}
+	}
+	return ""
 }
 
 // isGitDirAt reports whether name in the directory up (the upper layer, or

@@ -544,3 +544,47 @@ func TestRenameUnchanged(t *testing.T) {
 		os.Remove(tmp)
 	}
 }
+
+// gitHolds names what a directory holds that git would run or follow once
+// a new HEAD makes it a git directory.
+func TestGitHolds(t *testing.T) {
+	tests := []struct {
+		files []string
+		link  string
+		want  string
+	}{
+		{files: []string{"README", "src/main.go"}, want: ""},
+		{files: []string{"hooks/pre-commit.sample", "objects/ab/cd", "refs/heads/main", "info/exclude"}, want: ""},
+		{files: []string{"hooks/reference-transaction"}, want: "hooks/reference-transaction"},
+		{files: []string{"info/attributes"}, want: "info/attributes"},
+		{files: []string{"objects/info/alternates"}, want: "objects/info/alternates"},
+		{files: []string{"commondir"}, want: "commondir"},
+		{files: []string{"rebase-merge/git-rebase-todo"}, want: "rebase-merge"},
+		{link: "objects", want: "objects (a symbolic link)"},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		for _, f := range tt.files {
+			p := filepath.Join(dir, f)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tt.link != "" {
+			if err := os.Symlink("/tmp", filepath.Join(dir, tt.link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gitHolds(fd); got != tt.want {
+			t.Errorf("%v %q: gitHolds = %q, want %q", tt.files, tt.link, got, tt.want)
+		}
+		unix.Close(fd)
+	}
+}
