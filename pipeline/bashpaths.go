@@ -105,7 +105,7 @@ func isFileCommand(name string) bool {
 		"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
 		"file", "hexdump", "grep", "egrep", "fgrep", "rg",
 		"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
-		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find":
+		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find", "go":
 		return true
 	}
 	return false
@@ -176,6 +176,8 @@ func fileArgs(name string, words []Word) []fileArg {
 		return written(optValue(words, "-o", ""))
 	case "git":
 		return written(optValue(words, "", "--output"))
+	case "go":
+		return goOutput(words)
 	case "find":
 		var out []fileArg
 		for i, w := range words {
@@ -186,6 +188,23 @@ func fileArgs(name string, words []Word) []fileArg {
 		return out
 	}
 	return nil
+}
+
+// goOutput is what go build and go test -c write: -o FILE (also -o=FILE,
+// --o, as Go's flag package reads them).
+func goOutput(words []Word) []fileArg {
+	var out []fileArg
+	for i, w := range words {
+		v := w.Values[0]
+		switch {
+		case (v == "-o" || v == "--o") && i+1 < len(words):
+			out = append(out, fileArg{words[i+1], true})
+		case strings.HasPrefix(v, "-o=") || strings.HasPrefix(v, "--o="):
+			_, p, _ := strings.Cut(v, "=")
+			out = append(out, fileArg{Word{Values: []string{p}, Dynamic: w.Dynamic, Glob: w.Glob}, true})
+		}
+	}
+	return out
 }
 
 func written(ws []Word) []fileArg {

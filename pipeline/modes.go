@@ -120,6 +120,10 @@ func (g *Gate) readOnlyGit(sc SimpleCommand, rest []string) bool {
 		return sub != "stash" || len(rest) > 1
 	case "config":
 		return len(rest) > 1 && (rest[1] == "--get" || rest[1] == "--list" || rest[1] == "-l" || rest[1] == "--get-all")
+	case "reflog":
+		// show (the default, also with a ref), list and exists; expire,
+		// delete and drop remove the entries that recover lost commits.
+		return len(rest) == 1 || !slices.Contains([]string{"expire", "delete", "drop"}, rest[1])
 	}
 	return slices.Contains(readOnlyGit, sub)
 }

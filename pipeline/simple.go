@@ -337,6 +337,16 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 	case "make", "gmake":
 		sp.makeStrings(sc, rs)
 		return
+	case "go":
+		sp.goStrings(sc)
+		return
+	case "cargo":
+		sp.cargoStrings(sc)
+		return
+	}
+	if slices.Contains(runners, name) {
+		sp.runnerStrings(sc, name)
+		return
 	}
 	if sp.depth > 4 {
 		if name == "trap" || name == "eval" || name == "env" || slices.Contains(shells, name) {

@@ -34,8 +34,8 @@ func (sp *splitter) npmStrings(sc SimpleCommand) {
 			}
 		case strings.HasPrefix(v, "--call="):
 			sp.inner(sc, v[len("--call="):], "npm --call")
-		case strings.HasPrefix(v, "--script-shell") || strings.HasPrefix(v, "--node-options") || v == "--shell":
-			sp.unseen = "npm " + v + ": the shell or node options its scripts run with are chosen on the command line"
+		case npmRiskyOpt(v) || v == "--shell":
+			sp.unseen = "npm " + v + ": the shell or node options its scripts run with (or a config file that sets them) are chosen on the command line"
 		case v == "--":
 			if sub != "" {
 				rest = vals[j+1:]
@@ -69,7 +69,21 @@ var npmRunning = []string{"exec", "x", "explore", "pkg", "set-script", "config",
 // npmMayRun reports whether an npm argument is one npmStrings reads.
 func npmMayRun(a string) bool {
 	return slices.Contains(npmRunning, a) || a == "-c" || a == "--shell" || strings.HasPrefix(a, "--call") ||
-		strings.HasPrefix(a, "--script-shell") || strings.HasPrefix(a, "--node-options") || a == ""
+		npmRiskyOpt(a) || a == ""
+}
+
+// npmRiskyOpts choose the shell and node options npm's scripts run with,
+// or a config file that may (script-shell=./evil.sh in --userconfig).
+var npmRiskyOpts = []string{"--script-shell", "--node-options", "--userconfig", "--globalconfig"}
+
+// npmRiskyOpt reports whether a is one of npmRiskyOpts, also abbreviated
+// as npm's option parser expands it (--userc, --script-sh), with or
+// without =VALUE; --global, an option of its own, is not.
+func npmRiskyOpt(a string) bool {
+	name, _, _ := strings.Cut(a, "=")
+	return name != "--global" && slices.ContainsFunc(npmRiskyOpts, func(o string) bool {
+		return name == o || len(name) >= 5 && strings.HasPrefix(o, name)
+	})
 }
 
 // npmSet reads npm pkg set scripts.NAME=CODE (and npm set-script NAME
@@ -173,6 +187,91 @@ func (sp *splitter) makefile(sc SimpleCommand, text string) {
 			}
 			sp.inner(sc, rest[:end], "make $(shell)")
 			rest = rest[end:]
+		}
+	}
+}
+
+// goStrings reads the commands go runs from its own flags: -exec (go run
+// and go test run the binary through it) and -toolexec (every compiler
+// and linker step): deny and ask rules see them, and allow rules must
+// cover them (Bash(go test:*) does not vouch for go test -exec 'rm x').
+func (sp *splitter) goStrings(sc SimpleCommand) {
+	vals := staticValues(sc.Words[1:])
+	for j := 0; j < len(vals); j++ {
+		name, val, glued := strings.Cut(strings.TrimPrefix(vals[j], "-"), "=")
+		if name != "-exec" && name != "exec" && name != "-toolexec" && name != "toolexec" {
+			continue
+		}
+		if !glued {
+			if j++; j >= len(vals) {
+				return
+			}
+			val = vals[j]
+		}
+		sp.inner(sc, val, "go -"+strings.TrimPrefix(name, "-"))
+	}
+}
+
+// cargoStrings: configuration given on cargo's command line (--config
+// 'target.x.runner="…"', -Z unstable options) can name programs cargo
+// runs, which no rule sees.
+func (sp *splitter) cargoStrings(sc SimpleCommand) {
+	for _, v := range staticValues(sc.Words[1:]) {
+		if v == "--config" || strings.HasPrefix(v, "--config=") || v == "-Z" || strings.HasPrefix(v, "-Z") && len(v) > 2 {
+			sp.unseen = "cargo " + v + ": configuration given on the command line can name programs cargo runs"
+			return
+		}
+	}
+}
+
+// runners run a command given as their operands, after options of their
+// own that sbx does not parse (taskset 1 rm x, chrt -f 10 rm x, busybox
+// rm x, strace -f rm x …).
+var runners = []string{"chrt", "taskset", "unshare", "setpriv", "runuser", "setsid", "pkexec", "chroot", "prlimit",
+	"numactl", "strace", "ltrace", "valgrind", "fakeroot", "systemd-run", "busybox", "ionice", "flock", "watch",
+	"nsenter", "firejail", "proot", "torsocks", "torify", "proxychains", "proxychains4", "xvfb-run",
+	"dbus-run-session", "unbuffer", "catchsegv", "sg", "su", "script", "ssh-agent", "chronic", "cgexec", "schedtool"}
+
+// stringRunner reports whether the runner takes its command as the string
+// of -c (also at the end of an option cluster: su -lc, script -qc).
+func stringRunner(name string) bool {
+	return name == "su" || name == "runuser" || name == "script" || name == "flock" || name == "sg"
+}
+
+// maxRunnerGuesses bounds the operands read as the start of a runner's
+// command.
+const maxRunnerGuesses = 6
+
+// runnerStrings reads what a runner may run: every operand after its
+// options could start the command (its own options' values are not told
+// apart), so each is read as the start of one, and the strings of -c /
+// --command (su, runuser, script, flock, sg) and watch's joined operands
+// as shell code. Deny and ask rules then see the command; allow rules
+// must cover every guess, so a runner is approved only by a rule that
+// covers what it runs too.
+func (sp *splitter) runnerStrings(sc SimpleCommand, name string) {
+	vals := staticValues(sc.Words[1:])
+	if len(vals) < len(sc.Words)-1 {
+		sp.unseen = name + " runs a command whose words are known only when it runs"
+	}
+	guesses := 0
+	for j := 0; j < len(vals) && guesses < maxRunnerGuesses; j++ {
+		v := vals[j]
+		switch {
+		case (v == "--command" || stringRunner(name) && len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.HasSuffix(v, "c")) && j+1 < len(vals):
+			j++
+			sp.inner(sc, vals[j], name+" "+v)
+			guesses++
+		case strings.HasPrefix(v, "--command="):
+			sp.inner(sc, v[len("--command="):], name+" --command")
+			guesses++
+		case v != "" && !strings.HasPrefix(v, "-"):
+			if name == "watch" {
+				sp.inner(sc, strings.Join(vals[j:], " "), "watch")
+				return
+			}
+			sp.inner(sc, quoteWords(vals[j:]), name)
+			guesses++
 		}
 	}
 }
