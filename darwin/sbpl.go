@@ -667,6 +667,10 @@ func Profile(in ProfileInput) (string, error) {
 		p.comment("targets of the home's persistence paths that are symbolic links into a writable root")
 		p.rule("deny", "file-write*", subpaths(in.FS.HomeLinks))
 	}
+	if len(in.FS.ProtectedLinks) > 0 {
+		p.comment("targets of protected names that are links at the top of a writable root")
+		p.rule("deny", "file-write*", subpaths(in.FS.ProtectedLinks))
+	}
 	if len(in.FS.GitLinks) > 0 {
 		p.comment("what the workspace's git configuration points git at (hooksPath, includes, programs)")
 		p.rule("deny", "file-write*", subpaths(in.FS.GitLinks))

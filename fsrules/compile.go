@@ -145,6 +145,10 @@ type Policy struct {
 	// hooks/ link's target): protected as hooks and config are. Origin
 	// names the key and file.
 	GitLinks []Path `json:"gitLinks,omitempty"`
+	// ProtectedLinks are the targets of protected names that are links at
+	// the top of a writable root (.vscode -> vsreal): protected as the
+	// names are.
+	ProtectedLinks []Path `json:"protectedLinks,omitempty"`
 	// Caches are written directly: see [Input.Caches].
 	Caches   []Path   `json:"caches,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -531,6 +535,7 @@ func Compile(in Input, host Host) (*Policy, error) {
 		return !slices.ContainsFunc(pol.Writable, func(w Path) bool { return Within(d.Path, w.Path) })
 	})
 	pol.GitLinks = dedupe(c.gitLinks(ws, pol.Writable))
+	pol.ProtectedLinks = dedupe(c.protectedLinks(pol.Writable))
 	var homeNamed []Named
 	pol.HomeLinks, homeNamed = c.homeLinks()
 	pol.Named = keepInRoots(append(pol.Named, homeNamed...), pol.Writable)

@@ -137,3 +137,41 @@ func (c *compiler) gitTarget(out []Path, p, origin string) []Path {
 	}
 	return out
 }
+
+// protectedLinks lists the targets of protected names (.vscode, .envrc,
+// .mcp.json …) that are symbolic links at the top of a writable root into
+// a writable root: an editor or tool reads the target through the name,
+// so it is protected as the name is. Only the top of each root is looked
+// at (one listing each), where editors and tools look for them.
+func (c *compiler) protectedLinks(roots []Path) []Path {
+	var out []Path
+	for _, r := range roots {
+		if !r.Dir {
+			continue
+		}
+		ents, err := c.host.readDir(r.Path)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if ok, _ := isProtectedName(e.Name()); !ok || e.Type()&fs.ModeSymlink == 0 {
+				continue
+			}
+			p := filepath.Join(r.Path, e.Name())
+			origin := p + " is a link to it, and " + e.Name() + " is protected (it runs code later)"
+			if t, ok, err := c.resolve(p); err == nil && t != p {
+				out = append(out, Path{Path: t, Exists: ok, Origin: origin})
+			}
+			// A dangling link: what it names, made later, is read the same.
+			if t, err := c.host.readlink(p); err == nil {
+				if !filepath.IsAbs(t) {
+					t = filepath.Join(r.Path, t)
+				}
+				out = append(out, Path{Path: filepath.Clean(t), Origin: origin})
+			}
+		}
+	}
+	return slices.DeleteFunc(out, func(p Path) bool {
+		return !slices.ContainsFunc(roots, func(r Path) bool { return Within(p.Path, r.Path) })
+	})
+}

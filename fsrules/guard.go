@@ -117,6 +117,11 @@ func (p *Policy) Check(c *Change) *Refusal {
 			return refuse("git", l.Origin)
 		}
 	}
+	for _, l := range p.ProtectedLinks {
+		if Within(c.Path, l.Path) || p.replacesAncestor(c, l.Path) {
+			return refuse("protected", l.Origin)
+		}
+	}
 	if why := protectedBelow(c.Path, c.Root); why != "" {
 		return refuse("protected", why)
 	}

@@ -614,3 +614,31 @@ func TestGitLinksProtectWhatGitRuns(t *testing.T) {
 	}
 	expectRules(t, pol, ws, tests)
 }
+
+// A protected name that is a link at the top of the workspace protects
+// its target, existing or not: an editor reads .vscode/tasks.json through
+// .vscode -> vsreal. Before, vsreal/tasks.json reached the host.
+func TestProtectedLinksProtectTheirTargets(t *testing.T) {
+	ws := realTempDir(t)
+	for _, d := range []string{"vsreal", "tools"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{".vscode": "vsreal", ".envrc": "tools/envrc", "notes": "tools"} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := Compile(Input{Workspace: ws}, Host{Home: realTempDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(ws, p) }
+	expectRules(t, pol, ws, []ruleCase{
+		{Change{Path: at("vsreal/tasks.json"), Kind: Create}, "protected"},
+		{Change{Path: at("vsreal"), Kind: Delete, Dir: true}, "protected"},
+		{Change{Path: at("tools/envrc"), Kind: Create}, "protected"}, // dangling: made later
+		{Change{Path: at("tools/other"), Kind: Create}, ""},          // notes is no protected name
+	})
+}
