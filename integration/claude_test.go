@@ -313,3 +313,23 @@ func TestClaudeShellFindsTheProject(t *testing.T) {
 		t.Error("the call's own directory was taken for the workspace")
 	}
 }
+
+// The folder through which a Claude Code call reports its final directory
+// is a writable root of the call: what the command writes there is counted
+// by the disk budget and merged, not written to the host's disk directly.
+// Before, 20 MB went to the host past a 5 MB budget.
+func TestClaudeReportFolderInTheBudget(t *testing.T) {
+	e := newEnv(t)
+	os.MkdirAll(filepath.Join(e.home, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(e.home, ".claude", "settings.json"), []byte(`{"sandbox": {"limits": {"maxDisk": "5M"}}}`), 0o644)
+	str := `eval 'd=$(ls -d /tmp/sbx-claude-*); head -c 20000000 /dev/zero > $d/big; echo "dd=$?"; ls -l $d/big | cut -d" " -f5; rm $d/big' < /dev/null && pwd -P >| ` + filepath.Join(e.home, "claude-1-cwd")
+	cmd := exec.Command(sbxBin, "--claude-shell="+e.ws, str)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "CLAUDE_CODE_EXECPATH=/usr/bin/true")
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "dd=0") || strings.Contains(string(out), "20000000") {
+		t.Errorf("20 MB written past a 5 MB budget: %s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.home, "claude-1-cwd")); err != nil || strings.TrimSpace(string(b)) == "" {
+		t.Errorf("the working directory was not reported: %q %v", b, err)
+	}
+}

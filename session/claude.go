@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,15 +102,18 @@ func sameFile(a, b string) bool {
 // session opened from o (DecidedUpstream: Claude Code's rules and hooks
 // have run), with dir as its working directory, and reports the working
 // directory it ends in to Claude Code's file, so `cd` persists. The
-// report goes through a folder of its own that the sandbox writes
-// directly; the sandbox's /tmp is private.
+// report goes through a folder of its own, a writable root of the call;
+// the sandbox's /tmp is private.
 func RunClaudeCall(ctx context.Context, o Options, call ClaudeCall, dir string, stdio pipeline.Stdio) (*Outcome, error) {
 	report, err := os.MkdirTemp("", "sbx-claude-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(report)
-	o.FS.Caches = append(o.FS.Caches, report)
+	// A writable root: what the sandbox writes there is staged and
+	// merged (counted by the disk budget), not written to the host's disk
+	// directly.
+	o.FS.AllowWrite = append(slices.Clip(o.FS.AllowWrite), report)
 	o.DecidedUpstream = true
 	s, err := Open(o)
 	if err != nil {
