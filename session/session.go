@@ -459,6 +459,12 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		s.warn("the sandbox's toolchain cache " + dir + " cannot be made: " + err.Error())
 		return "", nil
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		s.warn("the sandbox's toolchain cache " + dir + " cannot be opened: " + err.Error())
+		return "", nil
+	}
+	defer root.Close()
 	for _, v := range []struct{ name, sub string }{
 		{"XDG_CACHE_HOME", "xdg"},     // pip, uv, Go's build cache and every XDG tool
 		{"npm_config_cache", "npm"},   // npm and npx
@@ -476,12 +482,29 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 		if v.name != "XDG_CACHE_HOME" && v.name != "PNPM_HOME" && s.getenv(v.name) != "" {
 			continue
 		}
+		s.repairCache(root, v.sub)
 		env = append(env, v.name+"="+filepath.Join(dir, v.sub))
 		if v.name == "CARGO_HOME" {
 			s.cargoConfig(dir, v.sub)
 		}
 	}
 	return dir, env
+}
+
+// repairCache removes a cache folder's entry that an earlier run replaced
+// with a link or a file: the sandbox writes the folder directly but never
+// through a link (its writes there failed as read-only, run after run),
+// so the tool starts afresh with a folder of its own.
+func (s *Session) repairCache(root *os.Root, sub string) {
+	fi, err := root.Lstat(sub)
+	if err != nil || fi.IsDir() {
+		return
+	}
+	if err := root.Remove(sub); err != nil {
+		s.warn("the sandbox's cache folder " + filepath.Join(root.Name(), sub) + " is not a folder and cannot be removed: " + err.Error())
+		return
+	}
+	s.warn("the sandbox's cache folder " + filepath.Join(root.Name(), sub) + " was not a folder (an earlier run replaced it); it starts empty")
 }
 
 // cargoConfig links the user's cargo configuration (~/.cargo/config.toml,

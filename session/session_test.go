@@ -302,3 +302,35 @@ func TestPolicyCompiledForEachCall(t *testing.T) {
 		}
 	}
 }
+
+// A cache folder an earlier run replaced with a link (or a file) is
+// removed, so the tool starts with a folder of its own; the link's target
+// is left alone. Before, every later run's writes there failed as
+// read-only, with no word.
+func TestToolchainCacheRepaired(t *testing.T) {
+	home, elsewhere := t.TempDir(), t.TempDir()
+	var warned []string
+	s := &Session{home: home, dir: "/work/p", opts: Options{Warn: func(m string) { warned = append(warned, m) }}}
+	dir, _ := s.toolchainCaches()
+	os.WriteFile(filepath.Join(elsewhere, "keep"), []byte("x"), 0o644)
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "xdg")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "npm"), []byte("file"), 0o644)
+	os.Mkdir(filepath.Join(dir, "go-mod"), 0o700)
+	s.toolchainCaches()
+	for _, sub := range []string{"xdg", "npm"} {
+		if _, err := os.Lstat(filepath.Join(dir, sub)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left in place: %v", sub, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go-mod")); err != nil {
+		t.Errorf("a real folder was touched: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "keep")); err != nil {
+		t.Errorf("the link's target was touched: %v", err)
+	}
+	if len(warned) != 2 || !strings.Contains(warned[0], "was not a folder") {
+		t.Errorf("warnings: %q", warned)
+	}
+}
