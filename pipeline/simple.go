@@ -344,7 +344,7 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 		sp.cargoStrings(sc)
 		return
 	}
-	if slices.Contains(runners, name) {
+	if runnerSet[name] {
 		sp.runnerStrings(sc, name)
 		return
 	}

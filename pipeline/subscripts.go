@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"regexp"
-	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -28,6 +27,9 @@ var subscriptCode = regexp.MustCompile("[A-Za-z_][A-Za-z0-9_]*\\[[^\\]]*(\\$\\(|
 // evaluated as arithmetic.
 var nameBuiltins = []string{"printf", "read", "mapfile", "readarray", "wait", "unset", "let", "test", "[",
 	"declare", "typeset", "local", "export", "readonly"}
+
+// nameBuiltinSet is nameBuiltins for lookups (read only).
+var nameBuiltinSet = setOf(nameBuiltins)
 
 // quotedCode reads the quoted text in n that bash evaluates again (all
 // of it in an arithmetic context or a subscript; with anyText false, only
@@ -85,7 +87,7 @@ func (sp *splitter) subscripts(sc *SimpleCommand, assigns []*syntax.Assign) {
 // ('a[$(rm x)]' for printf -v, read, unset, declare …).
 func (sp *splitter) nameOperands(sc *SimpleCommand, wargs []*syntax.Word) {
 	name, _ := progName(sc.Args[0])
-	if !slices.Contains(nameBuiltins, name) || len(wargs) == 0 {
+	if !nameBuiltinSet[name] || len(wargs) == 0 {
 		return
 	}
 	for _, w := range wargs[1:] {

@@ -232,6 +232,19 @@ var runners = []string{"chrt", "taskset", "unshare", "setpriv", "runuser", "sets
 	"nsenter", "firejail", "proot", "torsocks", "torify", "proxychains", "proxychains4", "xvfb-run",
 	"dbus-run-session", "unbuffer", "catchsegv", "sg", "su", "script", "ssh-agent", "chronic", "cgexec", "schedtool"}
 
+// runnerSet is runners for lookups (read only): the check runs for every
+// command of every decision.
+var runnerSet = setOf(runners)
+
+// setOf makes a lookup set of names.
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
 // stringRunner reports whether the runner takes its command as the string
 // of -c (also at the end of an option cluster: su -lc, script -qc).
 func stringRunner(name string) bool {
