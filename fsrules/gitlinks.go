@@ -21,46 +21,70 @@ var gitProgramKeys = []string{
 	"remote.*.receivepack", "sendemail.sendmailcmd", "sendemail.smtpserver",
 }
 
-// maxIncludeDepth bounds how deep included config files are followed.
-const maxIncludeDepth = 4
+// maxIncludeDepth is how deep included config files are followed: as
+// deep as git follows them (it stops with an error past 10).
+const maxIncludeDepth = 10
 
 // gitLinks lists what the configuration of the workspace's git
-// directories points git at inside the writable roots: a core.hooksPath
-// directory, included config files (followed maxIncludeDepth levels), the
-// program of a value git runs when it names a file (core.fsmonitor =
-// tools/watch.sh), and the target of a hooks/ that is a symbolic link. Git
-// on the host runs or reads them as it does hooks and config, so they are
-// protected as those are; an existing repository's settings are kept, only
-// the files they name are.
+// directories, and the user's own git configuration, points git at inside
+// the writable roots: a core.hooksPath directory, included config files,
+// the programs of a value git runs when they are files (core.fsmonitor =
+// sh tools/watch.sh), and the target of a hooks/ that is a symbolic link.
+// Git on the host runs or reads them as it does hooks and config, so they
+// are protected as those are; an existing repository's settings are kept,
+// only the files they name are. Repositories nested in a writable root
+// (a vendored repository, a submodule) are read by the merge as it enters
+// them ([RepoLinks]).
 func (c *compiler) gitLinks(ws string, roots []Path) []Path {
 	var out []Path
 	for _, g := range c.workspaceGitDirs(ws) {
-		top := g
-		if filepath.Base(g) == ".git" {
-			top = filepath.Dir(g)
-		} else if slices.ContainsFunc(roots, func(r Path) bool { return r.Path == g && r.Origin != "workspace" }) {
-			top = ws // a linked worktree's or submodule's git directory
-		}
-		hooks := filepath.Join(g, "hooks")
-		if fi, err := c.host.lstat(hooks); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			out = c.gitTarget(out, hooks, "the hooks directory of "+g+" is a link here")
-		}
-		out = c.gitConfigLinks(out, filepath.Join(g, "config"), top, 0)
+		out = c.gitDirLinks(out, g.dir, g.top)
+	}
+	for _, f := range []string{".gitconfig", ".config/git/config"} {
+		out = c.gitConfigLinks(out, filepath.Join(c.pol.Home, f), ws, 0)
 	}
 	return slices.DeleteFunc(out, func(p Path) bool {
 		return !slices.ContainsFunc(roots, func(r Path) bool { return Within(p.Path, r.Path) })
 	})
 }
 
+// RepoLinks is what gitLinks finds for the repository whose work tree is
+// top (a directory holding .git, nested in the writable root root), kept
+// to what lies in root: the merge reads it as it enters such a directory.
+func RepoLinks(top, root, home string) []Path {
+	c := &compiler{host: Host{Home: home}, pol: &Policy{Home: home}}
+	var out []Path
+	for _, g := range c.repoGitDirs(top) {
+		out = c.gitDirLinks(out, g.dir, g.top)
+	}
+	return slices.DeleteFunc(out, func(p Path) bool { return !Within(p.Path, root) })
+}
+
+// gitDirLinks adds what one git directory points git at (see gitLinks),
+// relative paths taken from the work tree top.
+func (c *compiler) gitDirLinks(out []Path, g, top string) []Path {
+	hooks := filepath.Join(g, "hooks")
+	if fi, err := c.host.lstat(hooks); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		out = c.gitTarget(out, hooks, "the hooks directory of "+g+" is a link here")
+	}
+	return c.gitConfigLinks(out, filepath.Join(g, "config"), top, 0)
+}
+
+// gitDir is a git directory and the work tree its relative paths are
+// taken from.
+type gitDir struct{ dir, top string }
+
 // workspaceGitDirs are the git directories whose configuration governs
 // git in the workspace: the .git directory of the workspace or of the
-// nearest ancestor that has one, and a .git file's validated target.
-func (c *compiler) workspaceGitDirs(ws string) []string {
-	var out []string
+// nearest ancestor that has one, a .git file's validated target and its
+// common directory (a linked worktree's), and the workspace repository's
+// submodules (modules/*, work trees named by core.worktree).
+func (c *compiler) workspaceGitDirs(ws string) []gitDir {
+	var out []gitDir
 	for d := ws; ; d = filepath.Dir(d) {
 		if fi, err := c.host.lstat(filepath.Join(d, ".git")); err == nil {
 			if fi.IsDir() {
-				out = append(out, filepath.Join(d, ".git"))
+				out = append(out, gitDir{filepath.Join(d, ".git"), d})
 			}
 			break
 		}
@@ -69,7 +93,71 @@ func (c *compiler) workspaceGitDirs(ws string) []string {
 		}
 	}
 	for _, p := range c.gitDirsOutside(ws) {
-		out = append(out, p.Path)
+		out = append(out, gitDir{p.Path, ws})
+	}
+	for _, g := range slices.Clone(out) {
+		out = append(out, c.submodules(g.dir, 0)...)
+	}
+	return out
+}
+
+// repoGitDirs are the git directories of the work tree top: its .git
+// directory, or what its .git file names (and that one's common
+// directory), and their submodules.
+func (c *compiler) repoGitDirs(top string) []gitDir {
+	dotGit := filepath.Join(top, ".git")
+	fi, err := c.host.lstat(dotGit)
+	switch {
+	case err != nil:
+		return nil
+	case fi.IsDir():
+		return append([]gitDir{{dotGit, top}}, c.submodules(dotGit, 0)...)
+	case !fi.Mode().IsRegular():
+		return nil
+	}
+	data, err := c.host.readFile(dotGit)
+	if err != nil {
+		return nil
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	if !ok {
+		return nil
+	}
+	g := c.gitPath(strings.TrimSpace(line), top)
+	out := []gitDir{{g, top}}
+	if cd, err := c.host.readFile(filepath.Join(g, "commondir")); err == nil {
+		out = append(out, gitDir{c.gitPath(strings.TrimSpace(string(cd)), g), top})
+	}
+	return out
+}
+
+// submodules are the git directories below g's modules/ (nested ones
+// too, 4 levels), each with the work tree its config names
+// (core.worktree, relative to it).
+func (c *compiler) submodules(g string, depth int) []gitDir {
+	if depth > 4 {
+		return nil
+	}
+	ents, err := c.host.readDir(filepath.Join(g, "modules"))
+	if err != nil {
+		return nil
+	}
+	var out []gitDir
+	for _, e := range ents {
+		m := filepath.Join(g, "modules", e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		if data, err := c.host.readFile(filepath.Join(m, "config")); err == nil {
+			if keys, err := parseGitConfig(data); err == nil {
+				for _, k := range keys {
+					if k.pattern() == "core.worktree" {
+						out = append(out, gitDir{m, c.gitPath(k.value, m)})
+					}
+				}
+			}
+		}
+		out = append(out, c.submodules(m, depth+1)...)
 	}
 	return out
 }
@@ -97,23 +185,36 @@ func (c *compiler) gitConfigLinks(out []Path, file, top string, depth int) []Pat
 			if depth < maxIncludeDepth {
 				out = c.gitConfigLinks(out, inc, top, depth+1)
 			}
+		case k.section == "alias" && !strings.HasPrefix(strings.TrimSpace(k.value), "!"):
+			// A git command, no program.
 		case slices.Contains(gitProgramKeys, pat) || !k.hasSub && slices.Contains(gitProgramKeys, k.section+".*"):
-			if prog := gitProgram(k.value); prog != "" {
-				out = c.gitTarget(out, c.gitPath(prog, top), origin+": git on the host runs it")
+			for _, f := range c.gitProgramFiles(k.value, top) {
+				out = c.gitTarget(out, f, origin+": git on the host runs it")
 			}
 		}
 	}
 	return out
 }
 
-// gitProgram is the program of a command value when it names a file (a
-// word with a slash), or "".
-func gitProgram(v string) string {
-	f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(v), "!"))
-	if len(f) == 0 || !strings.Contains(f[0], "/") {
-		return ""
+// gitProgramFiles are the files a command value names: its words with a
+// slash (sh tools/x.sh, ./x.sh, !~/bin/x) and those naming a file in the
+// work tree top (python3 conv.py), the interpreter's script as much as
+// the program.
+func (c *compiler) gitProgramFiles(v, top string) []string {
+	var out []string
+	for _, w := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(v), "!")) {
+		w = strings.Trim(w, `"'`)
+		if w == "" || strings.HasPrefix(w, "-") {
+			continue
+		}
+		p := c.gitPath(w, top)
+		if strings.Contains(w, "/") {
+			out = append(out, p)
+		} else if _, err := c.host.lstat(p); err == nil {
+			out = append(out, p)
+		}
 	}
-	return strings.Trim(f[0], `"'`)
+	return out
 }
 
 // gitPath makes a path of a config value absolute: ~/ from the home, a

@@ -49,6 +49,9 @@ type Change struct {
 	// holds that git would run or follow once it is a git directory (a
 	// hook an earlier run left there), or is "".
 	GitHolds string
+	// RepoLinks are what the repositories nested in the writable root
+	// around Path point git at ([RepoLinks]), as the merge found them.
+	RepoLinks []Path
 	// Link: the new entry is a symbolic link.
 	Link bool
 }
@@ -112,7 +115,7 @@ func (p *Policy) Check(c *Change) *Refusal {
 			}
 		}
 	}
-	for _, l := range p.GitLinks {
+	for _, l := range slices.Concat(p.GitLinks, c.RepoLinks) {
 		if Within(c.Path, l.Path) || p.replacesAncestor(c, l.Path) {
 			return refuse("git", l.Origin)
 		}

@@ -642,3 +642,37 @@ func TestProtectedLinksProtectTheirTargets(t *testing.T) {
 		{Change{Path: at("tools/other"), Kind: Create}, ""},          // notes is no protected name
 	})
 }
+
+// A linked worktree's git settings live in the main repository's config
+// (the common directory), and relative paths there are taken from the
+// worktree: its .githooks is protected when the worktree is the
+// workspace. Before, the main directory was taken for the work tree.
+func TestGitLinksOfALinkedWorktree(t *testing.T) {
+	root := realTempDir(t)
+	main, wt := filepath.Join(root, "main"), filepath.Join(root, "wt")
+	files := map[string]string{
+		"main/.git/HEAD":                   "ref: refs/heads/main\n",
+		"main/.git/objects/.keep":          "",
+		"main/.git/config":                 "[core]\n\thooksPath = .githooks\n",
+		"main/.git/worktrees/wt/HEAD":      "ref: refs/heads/wt\n",
+		"main/.git/worktrees/wt/commondir": "../..\n",
+		"main/.git/worktrees/wt/gitdir":    filepath.Join(wt, ".git") + "\n",
+		"wt/.git":                          "gitdir: " + filepath.Join(main, ".git", "worktrees", "wt") + "\n",
+	}
+	for p, data := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := Compile(Input{Workspace: wt}, Host{Home: realTempDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectRules(t, pol, wt, []ruleCase{
+		{Change{Path: filepath.Join(wt, ".githooks/pre-commit"), Kind: Create}, "git"},
+		{Change{Path: filepath.Join(wt, "src.go"), Kind: Create}, ""},
+	})
+}

@@ -167,6 +167,50 @@ echo done`, marker), bypass)
 	assertAbsent(t, marker)
 }
 
+// TestAttackNestedGitSettings: the files git settings name stay unchanged
+// wherever the settings live: a repository nested in the workspace, a
+// submodule (its config in .git/modules), the user's ~/.gitconfig, the
+// sixth file of an include chain, and a script handed to an interpreter
+// (sh tools/x.sh). Before, each was written and the host's git ran it.
+func TestAttackNestedGitSettings(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	sub := filepath.Join(t.TempDir(), "subsrc")
+	gitOn(t, filepath.Dir(sub), "init", "-q", sub)
+	gitOn(t, sub, "commit", "-q", "--allow-empty", "-m", "s")
+	gitOn(t, e.ws, "-c", "protocol.file.allow=always", "submodule", "-q", "add", sub, "sub")
+	gitOn(t, e.ws, "-C", "sub", "config", "core.hooksPath", "h")
+	gitOn(t, e.ws, "init", "-q", "vend")
+	gitOn(t, e.ws, "-C", "vend", "config", "core.hooksPath", "hooks")
+	gitOn(t, e.ws, "-C", "vend", "config", "alias.y", `!sh "tools/y.sh"`)
+	gitOn(t, e.ws, "config", "core.fsmonitor", "sh tools/fsm.sh")
+	for i := 1; i <= 6; i++ {
+		e.write(fmt.Sprintf("inc%d.cfg", i), fmt.Sprintf("[include]\n\tpath = inc%d.cfg\n", i+1))
+	}
+	gitOn(t, e.ws, "config", "include.path", "../inc1.cfg")
+	e.write("tools/fsm.sh", "exit 1\n")
+	e.write("tools/q.sh", "exit 0\n")
+	os.WriteFile(filepath.Join(e.home, ".gitconfig"), []byte("[alias]\n\tq = !"+e.path("tools/q.sh")+"\n"), 0o644)
+	r := e.sh(`mkdir -p sub/h vend/hooks vend/tools
+for f in sub/h/pre-commit vend/hooks/pre-commit vend/tools/y.sh tools/fsm.sh tools/q.sh; do echo 'touch PWNED' > $f; done
+echo '[alias] p = !touch PWNED' >> inc6.cfg
+echo kept > vend/notes.txt
+echo done`, bypass)
+	if r.stdout != "done\n" {
+		t.Fatalf("the command failed inside: %s %s", r.stdout, r.stderr)
+	}
+	for _, p := range []string{"sub/h/pre-commit", "vend/hooks/pre-commit", "vend/tools/y.sh", "tools/fsm.sh", "tools/q.sh", "inc6.cfg"} {
+		// A new hooks folder is refused whole, by its own name.
+		if !strings.Contains(r.stderr, e.path(p)+" ") && !strings.Contains(r.stderr, e.path(filepath.Dir(p))+" ") {
+			t.Errorf("%s: no refusal named on stderr", p)
+		}
+		if b, _ := os.ReadFile(e.path(p)); strings.Contains(string(b), "PWNED") {
+			t.Errorf("%s reached the host", p)
+		}
+	}
+	assertContent(t, e.path("vend/notes.txt"), "kept\n")
+}
+
 // Renaming an ancestor does not move the protection: the check is made on
 // the final tree, by path.
 func TestAttackRenamedAncestor(t *testing.T) {

@@ -165,14 +165,32 @@ func truncateLike(t, stamp unix.Timespec) unix.Timespec {
 // innermost git directory holding it.
 type scope struct {
 	root, path, git string
+	// links are what the repositories around path point git at
+	// (fsrules.RepoLinks), found as the merge entered them.
+	links []fsrules.Path
 }
 
 func (s scope) child(name string) scope {
-	return scope{root: s.root, path: s.path + "/" + name, git: s.git}
+	return scope{root: s.root, path: s.path + "/" + name, git: s.git, links: s.links}
 }
 
 func (s scope) change(kind fsrules.ChangeKind, dir bool) *fsrules.Change {
-	return &fsrules.Change{Path: s.path, Root: s.root, Kind: kind, Dir: dir, NonDir: !dir, Git: s.git}
+	return &fsrules.Change{Path: s.path, Root: s.root, Kind: kind, Dir: dir, NonDir: !dir, Git: s.git, RepoLinks: s.links}
+}
+
+// enterRepo adds to s what the repository whose work tree is the host
+// directory open as host points git at, when it holds a .git (a
+// repository nested in the writable root: vendored, a submodule, a
+// worktree); the workspace's own is in the policy already.
+func (m *merger) enterRepo(host int, s scope) scope {
+	var st unix.Stat_t
+	if host < 0 || s.git != "" || s.path == m.pol.Workspace || unix.Fstatat(host, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return s
+	}
+	if l := fsrules.RepoLinks(s.path, s.root, m.pol.Home); len(l) > 0 {
+		s.links = append(slices.Clip(s.links), l...)
+	}
+	return s
 }
 
 // mergeRoot merges the upper directory open as up into the host directory
@@ -182,7 +200,7 @@ func (m *merger) mergeRoot(up, host int, path string) {
 	if isGitDirAt(up, host, ".") {
 		s.git = path
 	}
-	m.dir(up, host, s, false)
+	m.dir(up, host, m.enterRepo(host, s), false)
 }
 
 // dir merges one upper directory into its host directory (host is -1 when
@@ -308,7 +326,7 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		}
 		defer unix.Close(hsub)
 	}
-	m.dir(sub, hsub, s, opaque)
+	m.dir(sub, hsub, m.enterRepo(hsub, s), opaque)
 	if m.discard || hsub < 0 {
 		return
 	}

@@ -190,18 +190,25 @@ func fileArgs(name string, words []Word) []fileArg {
 	return nil
 }
 
-// goOutput is what go build and go test -c write: -o FILE (also -o=FILE,
-// --o, as Go's flag package reads them).
+// goWriteFlags are go's flags whose value is a file it writes (go build
+// -o, go test -c -o and its profiles).
+var goWriteFlags = []string{"o", "coverprofile", "cpuprofile", "memprofile", "blockprofile", "mutexprofile",
+	"trace", "outputdir", "test.coverprofile", "test.cpuprofile", "test.memprofile", "test.trace"}
+
+// goOutput is what go build and go test write: goWriteFlags' values
+// (-o FILE, -o=FILE, --o, as Go's flag package reads them).
 func goOutput(words []Word) []fileArg {
 	var out []fileArg
 	for i, w := range words {
-		v := w.Values[0]
+		name, val, glued := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(w.Values[0], "-"), "-"), "=")
+		if !strings.HasPrefix(w.Values[0], "-") || !slices.Contains(goWriteFlags, name) {
+			continue
+		}
 		switch {
-		case (v == "-o" || v == "--o") && i+1 < len(words):
+		case glued:
+			out = append(out, fileArg{Word{Values: []string{val}, Dynamic: w.Dynamic, Glob: w.Glob}, true})
+		case i+1 < len(words):
 			out = append(out, fileArg{words[i+1], true})
-		case strings.HasPrefix(v, "-o=") || strings.HasPrefix(v, "--o="):
-			_, p, _ := strings.Cut(v, "=")
-			out = append(out, fileArg{Word{Values: []string{p}, Dynamic: w.Dynamic, Glob: w.Glob}, true})
 		}
 	}
 	return out

@@ -236,8 +236,11 @@ func (sp *splitter) stripWrappers(sc *SimpleCommand, words []Word, first []strin
 		if start+n >= len(words) {
 			break // a wrapper with nothing to run
 		}
-		if name == "exec" {
+		switch name {
+		case "exec":
 			sp.argv0, sp.argv0Dynamic = execName(first[start+1:start+n], words[start+1:start+n])
+		case "env":
+			sp.argv0, sp.argv0Dynamic = envName(first[start+1:start+n], words[start+1:start+n])
 		}
 		sc.Privileged = sc.Privileged || wr.privileged
 		sc.FromStdin = sc.FromStdin || wr.stdin

@@ -137,3 +137,41 @@ func (sp *splitter) renamed(sc *SimpleCommand, name string) {
 		sp.inner(*sc, "git "+quoteWords(append([]string{sub}, sc.Args[1:]...)), name)
 	}
 }
+
+// envName is the name env's options give the program (env -a NAME,
+// -aNAME, --argv0=NAME, abbreviated as getopt_long allows), as execName
+// is exec's.
+func envName(opts []string, words []Word) (string, bool) {
+	for i := 0; i < len(opts); i++ {
+		a := opts[i]
+		if name, val, hasVal := strings.Cut(strings.TrimPrefix(a, "--"), "="); strings.HasPrefix(a, "--") && len(name) >= 2 {
+			argv0 := strings.HasPrefix("argv0", name)
+			switch {
+			case argv0 && hasVal:
+				return val, words[i].Dynamic
+			case argv0 && i+1 < len(opts):
+				return opts[i+1], words[i+1].Dynamic
+			case !hasVal && (strings.HasPrefix("unset", name) || strings.HasPrefix("chdir", name)):
+				i++
+			}
+			continue
+		}
+		for k := 1; k < len(a) && a[0] == '-'; k++ {
+			switch a[k] {
+			case 'a':
+				if k+1 < len(a) {
+					return a[k+1:], words[i].Dynamic
+				}
+				if i+1 < len(opts) {
+					return opts[i+1], words[i+1].Dynamic
+				}
+			case 'u', 'C':
+				if k+1 == len(a) {
+					i++
+				}
+				k = len(a)
+			}
+		}
+	}
+	return "", false
+}

@@ -251,6 +251,15 @@ func stringRunner(name string) bool {
 	return name == "su" || name == "runuser" || name == "script" || name == "flock" || name == "sg"
 }
 
+// runnerCode is the command a runner's operands make: watch joins them
+// into a string it hands to sh -c, the others run them as words.
+func runnerCode(name string, ops []string) string {
+	if name == "watch" {
+		return strings.Join(ops, " ")
+	}
+	return quoteWords(ops)
+}
+
 // maxRunnerGuesses bounds the operands read as the start of a runner's
 // command.
 const maxRunnerGuesses = 6
@@ -270,20 +279,32 @@ func (sp *splitter) runnerStrings(sc SimpleCommand, name string) {
 	guesses := 0
 	for j := 0; j < len(vals) && guesses < maxRunnerGuesses; j++ {
 		v := vals[j]
+		long, val, glued := strings.Cut(v, "=")
 		switch {
-		case (v == "--command" || stringRunner(name) && len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.HasSuffix(v, "c")) && j+1 < len(vals):
-			j++
-			sp.inner(sc, vals[j], name+" "+v)
+		case v == "--":
+			// The rest is the command (watch joins it into a string).
+			if j+1 < len(vals) {
+				sp.inner(sc, runnerCode(name, vals[j+1:]), name)
+			}
+			return
+		case long == "--command" || long == "--session-command":
+			if !glued && j+1 < len(vals) {
+				j++
+				val = vals[j]
+			}
+			sp.inner(sc, val, name+" "+long)
 			guesses++
-		case strings.HasPrefix(v, "--command="):
-			sp.inner(sc, v[len("--command="):], name+" --command")
+		case stringRunner(name) && len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.Contains(v, "c"):
+			// -c STRING, -lc STRING, or the string glued: -c'rm x'.
+			if code := v[strings.IndexByte(v, 'c')+1:]; code != "" {
+				sp.inner(sc, code, name+" -c")
+			} else if j+1 < len(vals) {
+				j++
+				sp.inner(sc, vals[j], name+" "+v)
+			}
 			guesses++
 		case v != "" && !strings.HasPrefix(v, "-"):
-			if name == "watch" {
-				sp.inner(sc, strings.Join(vals[j:], " "), "watch")
-				return
-			}
-			sp.inner(sc, quoteWords(vals[j:]), name)
+			sp.inner(sc, runnerCode(name, vals[j:]), name)
 			guesses++
 		}
 	}
