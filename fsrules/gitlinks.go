@@ -197,12 +197,12 @@ func (c *compiler) gitConfigLinks(out []Path, file, top string, depth int) []Pat
 }
 
 // gitProgramFiles are the files a command value names: its words with a
-// slash (sh tools/x.sh, ./x.sh, !~/bin/x) and those naming a file in the
-// work tree top (python3 conv.py), the interpreter's script as much as
-// the program.
+// slash (sh tools/x.sh, ./x.sh, !~/bin/x) and the arguments naming a
+// regular file in the work tree top (python3 conv.py), the interpreter's
+// script as much as the program.
 func (c *compiler) gitProgramFiles(v, top string) []string {
 	var out []string
-	for _, w := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(v), "!")) {
+	for i, w := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(v), "!")) {
 		w = strings.Trim(w, `"'`)
 		if w == "" || strings.HasPrefix(w, "-") {
 			continue
@@ -210,7 +210,9 @@ func (c *compiler) gitProgramFiles(v, top string) []string {
 		p := c.gitPath(w, top)
 		if strings.Contains(w, "/") {
 			out = append(out, p)
-		} else if _, err := c.host.lstat(p); err == nil {
+		} else if fi, err := c.host.lstat(p); i > 0 && err == nil && fi.Mode().IsRegular() {
+			// An argument naming a file of the work tree (a bare program
+			// name is looked up on PATH, and a directory is no script).
 			out = append(out, p)
 		}
 	}
