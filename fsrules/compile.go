@@ -840,19 +840,11 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 	if fi, err := c.host.lstat(dotGit); err != nil || !fi.Mode().IsRegular() {
 		return nil // no .git, a directory, or a link: nothing outside
 	}
-	data, err := c.host.readFile(dotGit)
-	if err != nil {
-		return nil
-	}
-	line, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	gitDir, ok := c.gitdirOf(dotGit)
 	if !ok {
 		return nil
 	}
-	gitDir := strings.TrimSpace(line)
-	if !filepath.IsAbs(gitDir) {
-		gitDir = filepath.Join(ws, gitDir)
-	}
-	gitDir, exists, err := c.resolve(filepath.Clean(gitDir))
+	gitDir, exists, err := c.resolve(gitDir)
 	if err != nil || !exists || Within(gitDir, ws) || !c.isGitDir(gitDir) {
 		return nil
 	}
@@ -911,15 +903,7 @@ func (c *compiler) pointsBack(gitDir, dotGit, ws string) bool {
 		}
 		return same(p, dotGit)
 	}
-	data, err := c.host.readFile(filepath.Join(gitDir, "config"))
-	if err != nil {
-		return false
-	}
-	keys, err := parseGitConfig(data)
-	if err != nil {
-		return false
-	}
-	for _, k := range keys {
+	for _, k := range c.readGitConfig(filepath.Join(gitDir, "config")) {
 		if k.section == "core" && !k.hasSub && k.name == "worktree" {
 			p := k.value
 			if !filepath.IsAbs(p) {

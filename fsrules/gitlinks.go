@@ -115,15 +115,10 @@ func (c *compiler) repoGitDirs(top string) []gitDir {
 	case !fi.Mode().IsRegular():
 		return nil
 	}
-	data, err := c.host.readFile(dotGit)
-	if err != nil {
-		return nil
-	}
-	line, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	g, ok := c.gitdirOf(dotGit)
 	if !ok {
 		return nil
 	}
-	g := c.gitPath(strings.TrimSpace(line), top)
 	out := []gitDir{{g, top}}
 	if cd, err := c.host.readFile(filepath.Join(g, "commondir")); err == nil {
 		out = append(out, gitDir{c.gitPath(strings.TrimSpace(string(cd)), g), top})
@@ -148,13 +143,9 @@ func (c *compiler) submodules(g string, depth int) []gitDir {
 		if !e.IsDir() {
 			continue
 		}
-		if data, err := c.host.readFile(filepath.Join(m, "config")); err == nil {
-			if keys, err := parseGitConfig(data); err == nil {
-				for _, k := range keys {
-					if k.pattern() == "core.worktree" {
-						out = append(out, gitDir{m, c.gitPath(k.value, m)})
-					}
-				}
+		for _, k := range c.readGitConfig(filepath.Join(m, "config")) {
+			if k.pattern() == "core.worktree" {
+				out = append(out, gitDir{m, c.gitPath(k.value, m)})
 			}
 		}
 		out = append(out, c.submodules(m, depth+1)...)
@@ -165,15 +156,7 @@ func (c *compiler) submodules(g string, depth int) []gitDir {
 // gitConfigLinks adds what one config file names (see gitLinks); paths
 // are taken from top, included files from the file's own directory.
 func (c *compiler) gitConfigLinks(out []Path, file, top string, depth int) []Path {
-	data, err := c.host.readFile(file)
-	if err != nil {
-		return out
-	}
-	keys, err := parseGitConfig(data)
-	if err != nil {
-		return out
-	}
-	for _, k := range keys {
+	for _, k := range c.readGitConfig(file) {
 		pat := k.pattern()
 		origin := k.String() + " in " + file
 		switch {
@@ -194,6 +177,38 @@ func (c *compiler) gitConfigLinks(out []Path, file, top string, depth int) []Pat
 		}
 	}
 	return out
+}
+
+// readGitConfig reads a git config file's keys; nil when it cannot be
+// read or parsed.
+func (c *compiler) readGitConfig(file string) []gitKey {
+	data, err := c.host.readFile(file)
+	if err != nil {
+		return nil
+	}
+	keys, err := parseGitConfig(data)
+	if err != nil {
+		return nil
+	}
+	return keys
+}
+
+// gitdirOf is the git directory a .git file names (gitdir: PATH, relative
+// to the file's directory), clean.
+func (c *compiler) gitdirOf(dotGit string) (string, bool) {
+	data, err := c.host.readFile(dotGit)
+	if err != nil {
+		return "", false
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	if !ok {
+		return "", false
+	}
+	p := strings.TrimSpace(line)
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(dotGit), p) // no ~: git reads it as written
+	}
+	return filepath.Clean(p), true
 }
 
 // gitProgramFiles are the files a command value names: its words with a
