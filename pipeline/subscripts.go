@@ -117,16 +117,17 @@ func execName(opts []string, words []Word) (string, bool) {
 	return "", false
 }
 
-// renamed reads a command that runs under another name as that name too:
-// a program acts by the name it is run as (argv[0]: git, busybox and
-// other multi-call programs), so exec -a git-push git … is git push, and
+// renamed reads a command that runs under another name (exec -a, env -a)
+// as that name too: a program acts by the name it is run as (argv[0]:
+// git, busybox and other multi-call programs), so exec -a git-push git …
+// is git push, and
 // git's own git-push (/usr/lib/git-core/git-push) is git push. Rules then
 // see both, the command as written and as the program takes it.
 func (sp *splitter) renamed(sc *SimpleCommand, name string) {
 	argv0, dynamic := sp.argv0, sp.argv0Dynamic
 	sp.argv0, sp.argv0Dynamic = "", false
 	if dynamic {
-		sp.unseen = "exec -a gives the program a name known only when it runs, and programs act by their name"
+		sp.unseen = "exec -a or env -a gives the program a name known only when it runs, and programs act by their name"
 		return
 	}
 	if argv0 != "" {
