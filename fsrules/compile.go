@@ -99,7 +99,7 @@ type Path struct {
 // dangling, stop every later run), and a file where a directory on the
 // way must be (every later run would stop).
 type Named struct {
-	List   string `json:"list"` // denyRead, denyWrite, allowRead, allowWrite or home
+	List   string `json:"list"` // denyRead, denyWrite, allowRead, allowWrite, home, git or protected
 	Path   string `json:"path"` // absolute, as written
 	Origin string `json:"origin"`
 	// Entries are the host paths of the entries Path is resolved through

@@ -246,10 +246,11 @@ func (c *compiler) gitPath(v, base string) string {
 	return filepath.Join(base, v)
 }
 
-// gitTarget adds p, and what it resolves to when that differs (a link
-// re-pointed, or its target changed, would do the same).
+// gitTarget adds p, and what it resolves to when that differs; the way p
+// resolves is kept (a link on it re-pointed would move what git runs).
 func (c *compiler) gitTarget(out []Path, p, origin string) []Path {
 	out = append(out, Path{Path: p, Origin: origin})
+	c.pol.Named = append(c.pol.Named, c.named(p, origin, "git"))
 	if r, ok, err := c.resolve(p); err == nil && r != p {
 		out = append(out, Path{Path: r, Exists: ok, Origin: origin})
 	}
@@ -277,6 +278,9 @@ func (c *compiler) protectedLinks(roots []Path) []Path {
 			}
 			p := filepath.Join(r.Path, e.Name())
 			origin := p + " is a link to it, and " + e.Name() + " is protected (it runs code later)"
+			// The way the link resolves is kept too (a directory its
+			// target passes through, re-pointed, would move it).
+			c.pol.Named = append(c.pol.Named, c.named(p, origin, "protected"))
 			if t, ok, err := c.resolve(p); err == nil && t != p {
 				out = append(out, Path{Path: t, Exists: ok, Origin: origin})
 			}

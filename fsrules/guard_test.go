@@ -620,12 +620,12 @@ func TestGitLinksProtectWhatGitRuns(t *testing.T) {
 // .vscode -> vsreal. Before, vsreal/tasks.json reached the host.
 func TestProtectedLinksProtectTheirTargets(t *testing.T) {
 	ws := realTempDir(t)
-	for _, d := range []string{"vsreal", "tools"} {
+	for _, d := range []string{"vsreal", "tools", "a", "vsreal2"} {
 		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for link, target := range map[string]string{".vscode": "vsreal", ".envrc": "tools/envrc", "notes": "tools"} {
+	for link, target := range map[string]string{".vscode": "vsreal", ".envrc": "tools/envrc", "notes": "tools", ".fleet": "./a/../vsreal2"} {
 		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
 			t.Fatal(err)
 		}
@@ -640,6 +640,10 @@ func TestProtectedLinksProtectTheirTargets(t *testing.T) {
 		{Change{Path: at("vsreal"), Kind: Delete, Dir: true}, "protected"},
 		{Change{Path: at("tools/envrc"), Kind: Create}, "protected"}, // dangling: made later
 		{Change{Path: at("tools/other"), Kind: Create}, ""},          // notes is no protected name
+		{Change{Path: at("vsreal2/x"), Kind: Create}, "protected"},
+		// a, passed through by "..", made a link would move .fleet.
+		{Change{Path: at("a"), Kind: Create, Link: true, NonDir: true}, "protected"},
+		{Change{Path: at("a/file"), Kind: Create}, ""},
 	})
 }
 
