@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	_ "github.com/sbx-sandbox/sbx/internal/prefault"
+
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 	"github.com/sbx-sandbox/sbx/session"
 )
