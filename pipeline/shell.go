@@ -3,7 +3,6 @@ package pipeline
 import (
 	"slices"
 	"strings"
-	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -96,10 +95,6 @@ type ParsedCommand struct {
 // approves (NODE_ENV=test npm test), and that keep a command read-only.
 var safeEnvVars = []string{"NODE_ENV", "RUST_BACKTRACE", "RUST_LOG", "LANG", "LC_ALL", "TZ", "NO_COLOR", "FORCE_COLOR", "CI", "DEBUG", "PYTHONUNBUFFERED", "CGO_ENABLED"}
 
-// parsers reuses Bash parsers across calls (a Parser is not safe for
-// concurrent use; the pool hands each caller its own).
-var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
-
 // SplitCommand parses a Bash command string with mvdan.cc/sh, with no
 // working directory or home known (tildes stay as written, cd targets are
 // unknown).
@@ -114,9 +109,7 @@ func SplitCommandAt(cmd, cwd, home string) *ParsedCommand {
 		pc.Unparseable, pc.Reason, pc.Pieces = true, "longer than 10,000 characters", pieces(cmd)
 		return pc
 	}
-	p := parsers.Get().(*syntax.Parser)
-	f, err := p.Parse(strings.NewReader(cmd), "")
-	parsers.Put(p)
+	f, err := parseBash(cmd)
 	if err != nil {
 		pc.Unparseable, pc.Reason, pc.Pieces = true, "cannot be parsed: "+err.Error(), pieces(cmd)
 		return pc

@@ -618,9 +618,7 @@ func (sp *splitter) inner(sc SimpleCommand, code, what string) {
 	}
 	sp.root.budget--
 	sub := &splitter{src: code, home: sp.home, dirs: sp.dirs, tainted: sp.tainted || sc.UnsafeEnv, depth: sp.depth + 1, pc: &ParsedCommand{}, root: sp.root}
-	p := parsers.Get().(*syntax.Parser)
-	f, err := p.Parse(strings.NewReader(code), "")
-	parsers.Put(p)
+	f, err := parseBash(code)
 	if err != nil {
 		sp.pc.Pieces = append(sp.pc.Pieces, pieces(code)...)
 		sp.pc.Unparseable, sp.pc.Reason = true, "the string of "+what+" cannot be parsed: "+err.Error()
