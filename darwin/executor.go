@@ -23,8 +23,10 @@ type Executor struct {
 	// Audit receives the proxy's events; nil drops them.
 	Audit func(proxy.Event)
 	// Ask decides a host no rule names when the network policy is not
-	// strict; nil denies.
-	Ask func(host string, port int) bool
+	// strict; nil denies. It gets no pause (sandbox-exec has no pid
+	// namespace whose processes sbx could stop), so an asker that would
+	// show its question to the command's terminal denies instead.
+	Ask pipeline.NetAsk
 	// Resolve replaces the system resolver in the proxy; nil means the
 	// system resolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -35,3 +37,8 @@ type Executor struct {
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
+
+// ask is the proxy's question: Ask with no pause, or a denial.
+func (e *Executor) ask(host string, port int) bool {
+	return e.Ask != nil && e.Ask(host, port, nil)
+}

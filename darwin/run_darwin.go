@@ -68,7 +68,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 			ln.Close()
 			return nil, fmt.Errorf("darwin: %w", err)
 		}
-		srv := &proxy.Server{Rules: s.Net.Rules, Strict: s.Net.Strict, Ask: e.Ask, Resolve: e.Resolve,
+		srv := &proxy.Server{Rules: s.Net.Rules, Strict: s.Net.Strict, Ask: e.ask, Resolve: e.Resolve,
 			Audit: blocked.Wrap(e.Audit), Secrets: s.Secrets, Token: token}
 		if trust != nil {
 			srv.CA = trust.CA

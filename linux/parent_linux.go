@@ -96,6 +96,7 @@ func (f *childFDs) closeParentEnds() {
 // as soon as the pid is known.
 type sandboxPID struct {
 	mu      sync.Mutex
+	pid     int  // the init's pid as the host sees it, once set
 	fd      int  // -1 until set, and after close
 	known   bool // set was called (the init may be gone already)
 	running bool // the init said InitRunning: it takes signals
@@ -108,7 +109,7 @@ func newSandboxPID() *sandboxPID { return &sandboxPID{fd: -1} }
 func (p *sandboxPID) set(pid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.known = true
+	p.known, p.pid = true, pid
 	if p.closed {
 		return
 	}
@@ -119,6 +120,17 @@ func (p *sandboxPID) set(pid int) {
 	}
 	p.fd = fd
 	p.flush()
+}
+
+// hostPID returns the init's pid as the host sees it while it is held
+// (0 before bubblewrap reported it, and once it is gone or released).
+func (p *sandboxPID) hostPID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fd < 0 {
+		return 0
+	}
+	return p.pid
 }
 
 // takesSignals records InitRunning.

@@ -51,8 +51,8 @@ type Executor struct {
 	// Audit receives the proxy's events; nil drops them.
 	Audit func(proxy.Event)
 	// Ask decides a host no rule names when the network policy is not
-	// strict; nil denies.
-	Ask func(host string, port int) bool
+	// strict; nil denies. Its pause stops the sandbox (pauseSandbox).
+	Ask pipeline.NetAsk
 	// Resolve replaces the system resolver in the proxy (tests, embedders);
 	// nil means the system resolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -374,9 +374,11 @@ func staleNotes(rep *CleanReport) []string {
 }
 
 type run struct {
-	e      *Executor
-	spec   *pipeline.Spec
-	runDir string
+	e *Executor
+	// sandbox is the launched sandbox's init, for pause.
+	sandbox atomic.Pointer[sandboxPID]
+	spec    *pipeline.Spec
+	runDir  string
 	// called is when the call came: the host's changes before it are the
 	// command's starting point, not conflicts.
 	called unix.Timespec
@@ -464,7 +466,7 @@ func (r *run) startProxy() error {
 		UpstreamRoots: r.e.UpstreamRoots,
 		Rules:         r.spec.Net.Rules,
 		Strict:        r.spec.Net.Strict,
-		Ask:           r.e.Ask,
+		Ask:           r.ask,
 		Resolve:       r.e.Resolve,
 		Audit:         r.blocked.Wrap(r.e.Audit),
 		Secrets:       r.spec.Secrets,
@@ -569,6 +571,7 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 		return nil, err
 	}
 	l := &launched{fds: fds, target: newSandboxPID()}
+	r.sandbox.Store(l.target)
 	cmd, tx, out, err := r.helperCmd(r.bwrap, r.exe, plan, fds)
 	if err != nil {
 		fds.closeChildEnds()

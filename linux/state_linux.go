@@ -63,22 +63,35 @@ func procStart(pid int) (uint64, error) {
 // procStat returns a process's start time and its state letter (R, S, Z …)
 // from /proc/PID/stat.
 func procStat(pid int) (start uint64, state byte, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, 0, err
 	}
-	// The command name may hold spaces and parentheses: split after the last ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, errors.New("bad /proc stat")
-	}
-	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
 		return 0, 0, errors.New("short /proc stat")
 	}
 	start, err = strconv.ParseUint(f[19], 10, 64) // field 22 overall
 	return start, f[0][0], err
+}
+
+// statFields reads a /proc/PID[/task/TID]/stat file and returns its fields
+// after the command name (the state first, then the parent's pid …). The
+// name may hold spaces and parentheses: the split is after the last ')'.
+func statFields(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, errors.New("bad /proc stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 || len(f[0]) != 1 {
+		return nil, errors.New("short /proc stat")
+	}
+	return f, nil
 }
 
 // alive reports whether the process pid started at start still runs. A

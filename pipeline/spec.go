@@ -147,6 +147,18 @@ type NetPolicy struct {
 	Strict bool `json:"strict"`
 }
 
+// NetAsk decides a host no rule names (strict mode off). pause, where the
+// platform has one, stops every process of the sandbox until the resume it
+// returns is called: an asker that shows its question where the command
+// can write (the terminal the command shares) pauses first, or the
+// command could write over the question once it is shown, a host of its
+// choice in place of the real one. An asker that cannot pause denies.
+type NetAsk func(host string, port int, pause Pause) bool
+
+// Pause stops every process of the sandbox and waits until they have all
+// stopped; resume continues them.
+type Pause func() (resume func(), err error)
+
 // Stdio is the command's standard streams. A nil reader reads nothing; a
 // nil writer discards. An *os.File is passed through as is, so a terminal
 // stays a terminal.

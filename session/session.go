@@ -61,7 +61,7 @@ type Options struct {
 	Prompt pipeline.Prompter
 	// NetAsk decides a host no rule names. When set, the network policy is
 	// not strict unless settings make it so; nil means strict.
-	NetAsk func(host string, port int) bool
+	NetAsk pipeline.NetAsk
 	// Classifier is auto mode's external classifier command.
 	Classifier []string
 	// FS and Net add the command line's filesystem and network lists.

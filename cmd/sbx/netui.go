@@ -2,21 +2,28 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
 // ttyAsker asks on the controlling terminal (never the sandbox's stdin)
 // whether an unmatched host may be reached: once, for the rest of the run,
-// or not at all (remembered for the run). With no terminal it denies.
+// or not at all (remembered for the run). With no terminal it denies. The
+// command shares that terminal, so the sandbox is paused while the
+// question is on it: a command running on could write over it, a host of
+// its choice in place of the one asked about. Without a pause (macOS) or
+// when the pause fails, it denies unasked and says why.
 type ttyAsker struct {
 	mu      sync.Mutex
 	decided map[string]bool
 }
 
-func (a *ttyAsker) ask(host string, port int) bool {
+func (a *ttyAsker) ask(host string, port int, pause pipeline.Pause) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	key := fmt.Sprintf("%s:%d", host, port)
@@ -28,7 +35,26 @@ func (a *ttyAsker) ask(host string, port int) bool {
 		return false
 	}
 	defer tty.Close()
-	fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names.\n  [o] allow once   [r] allow for this run   [d] deny (default)\n> ", key)
+	if pause == nil {
+		err = errors.New("sbx cannot pause the sandbox on this platform")
+	}
+	var resume func()
+	if err == nil {
+		resume, err = pause()
+	}
+	if err != nil {
+		fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names: denied without asking (%v); allow it in sandbox.network.allowedDomains\n", key, err)
+		return false
+	}
+	defer resume()
+	// What the command left on the terminal must not shape the question
+	// or answer it: a soft reset (DECSTR: attributes such as concealed
+	// text, scrolling margins, origin mode) before it, and input typed or
+	// made before it (a terminal's reply to a query the command sent) is
+	// discarded.
+	fmt.Fprint(tty, "\x1b[!p")
+	flushInput(tty)
+	fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names (the command is paused).\n  [o] allow once   [r] allow for this run   [d] deny (default)\n> ", key)
 	line, _ := bufio.NewReader(tty).ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "o", "once":

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "os"
+
+// flushInput does nothing here: the question is only asked where the
+// sandbox can be paused (Linux).
+func flushInput(*os.File) {}

@@ -1,0 +1,121 @@
+//go:build linux
+
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// openPTY returns a new pseudo-terminal's controlling side and its
+// terminal.
+func openPTY(t *testing.T) (ptmx, pts *os.File) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptmx, pts
+}
+
+// screen collects what sbx writes to the terminal.
+type screen struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func (s *screen) read(f *os.File) {
+	b := make([]byte, 4096)
+	for {
+		n, err := f.Read(b)
+		s.mu.Lock()
+		s.buf.Write(b[:n])
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitFor waits until the screen holds text, at most 20 s.
+func (s *screen) waitFor(t *testing.T, text string) string {
+	t.Helper()
+	for i := 0; i < 2000; i++ {
+		if out := s.String(); strings.Contains(out, text) {
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%q never appeared on the terminal:\n%q", text, s.String())
+	return ""
+}
+
+// While sbx asks on the terminal about a host no rule names, the command
+// (which shares that terminal) is paused: a background writer that would
+// write over the question writes nothing until the answer, then goes on;
+// the host, denied, gets no request.
+func TestNetAskPausesTheSandbox(t *testing.T) {
+	e := newEnv(t)
+	requireCurl(t)
+	srv := newCounted(t, false)
+	ptmx, pts := openPTY(t)
+	defer ptmx.Close()
+	script := fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
+curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; kill %%1`, srv.port)
+	cmd := exec.Command(sbxBin, "run", "--", "bash", "-c", script)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var s screen
+	go s.read(ptmx)
+	out := s.waitFor(t, "[d] deny (default)\r\n> ")
+	asked := len(out)
+	time.Sleep(500 * time.Millisecond)
+	if after := s.String()[asked:]; after != "" {
+		t.Fatalf("the command wrote while the question was on the terminal: %q", after)
+	}
+	if _, err := ptmx.Write([]byte("d\n")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, " curl=")
+	if err := cmd.Wait(); err != nil {
+		t.Logf("sbx: %v", err)
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("the denied host got %d requests", n)
+	}
+	if strings.Count(s.String()[asked:], "W") == 0 {
+		t.Errorf("the command did not go on after the answer:\n%q", s.String())
+	}
+}
