@@ -80,18 +80,22 @@ func operands(words []Word) (ops []Word, opts []string) {
 }
 
 // optValue returns the value of an option given as -x V, -xV, --long=V or
-// --long V, with the word it came from.
+// --long V, with the word it came from. A long option may be abbreviated
+// (getopt_long takes any unique prefix: sed --expr=…); a prefix another
+// option shares only makes more words count as values (stricter).
 func optValue(words []Word, short, long string) []Word {
 	var out []Word
 	for i, w := range words {
 		v := w.Values[0]
+		name, val, glued := strings.Cut(v, "=")
+		abbrev := long != "" && len(name) >= 3 && strings.HasPrefix(name, "--") && strings.HasPrefix(long, name)
 		switch {
-		case (v == short || v == long) && i+1 < len(words):
+		case (v == short || abbrev && !glued) && i+1 < len(words):
 			out = append(out, words[i+1])
 		case short != "" && strings.HasPrefix(v, short) && len(v) > len(short) && !strings.HasPrefix(v, "--"):
 			out = append(out, Word{Values: []string{v[len(short):]}, Dynamic: w.Dynamic, Glob: w.Glob})
-		case long != "" && strings.HasPrefix(v, long+"="):
-			out = append(out, Word{Values: []string{v[len(long)+1:]}, Dynamic: w.Dynamic, Glob: w.Glob})
+		case abbrev && glued:
+			out = append(out, Word{Values: []string{val}, Dynamic: w.Dynamic, Glob: w.Glob})
 		}
 	}
 	return out
@@ -105,7 +109,7 @@ func isFileCommand(name string) bool {
 		"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
 		"file", "hexdump", "grep", "egrep", "fgrep", "rg",
 		"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
-		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find", "go":
+		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find", "go", "date", "du":
 		return true
 	}
 	return false
@@ -139,11 +143,16 @@ func fileArgs(name string, words []Word) []fileArg {
 		}
 		return out
 	case "mv":
-		return append(all(true), written(optValue(words, "-t", "--target-directory"))...)
+		t := optValue(words, "-t", "--target-directory")
+		srcs := ops
+		if len(t) == 0 && len(ops) > 0 {
+			t, srcs = ops[len(ops)-1:], ops[:len(ops)-1]
+		}
+		return append(append(all(true), written(t)...), destWrites(words, t, srcs, "mv")...)
 	case "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink":
 		return all(true)
 	case "cp", "install", "ln":
-		return copyArgs(words, ops)
+		return copyArgs(name, words, ops)
 	case "chmod", "chown", "chgrp":
 		if len(ops) > 0 {
 			ops = ops[1:] // the mode or owner
@@ -173,9 +182,28 @@ func fileArgs(name string, words []Word) []fileArg {
 		}
 		return all(false)
 	case "tree":
-		return written(optValue(words, "-o", ""))
+		out := written(optValue(words, "-o", ""))
+		if len(optValue(words, "", "--fromfile")) > 0 || slices.ContainsFunc(words, func(w Word) bool { return w.Values[0] == "--fromfile" }) {
+			out = append(out, read(ops)...) // its operands are files of names it prints
+		}
+		return out
 	case "git":
-		return written(optValue(words, "", "--output"))
+		// blame --contents FILE and config --file FILE read a file.
+		out := written(optValue(words, "", "--output"))
+		is := func(sub string) bool {
+			return slices.ContainsFunc(ops, func(w Word) bool { return w.Values[0] == sub })
+		}
+		if is("blame") {
+			out = append(out, read(optValue(words, "", "--contents"))...)
+		}
+		if is("config") {
+			out = append(out, read(optValue(words, "-f", "--file"))...)
+		}
+		return out
+	case "date":
+		return read(optValue(words, "-f", "--file"))
+	case "du":
+		return read(optValue(words, "", "--files0-from"))
 	case "go":
 		return goOutput(words)
 	case "find":
@@ -214,6 +242,15 @@ func goOutput(words []Word) []fileArg {
 	return out
 }
 
+// read makes the files of words read ones.
+func read(words []Word) []fileArg {
+	out := make([]fileArg, 0, len(words))
+	for _, w := range words {
+		out = append(out, fileArg{w, false})
+	}
+	return out
+}
+
 func written(ws []Word) []fileArg {
 	var out []fileArg
 	for _, w := range ws {
@@ -223,19 +260,81 @@ func written(ws []Word) []fileArg {
 }
 
 // copyArgs: cp/install/ln write their target (-t DIR, or the last operand)
-// and read the rest.
-func copyArgs(words, ops []Word) []fileArg {
+// and what destWrites adds, and read the rest.
+func copyArgs(name string, words, ops []Word) []fileArg {
 	var out []fileArg
-	if t := optValue(words, "-t", "--target-directory"); len(t) > 0 {
+	var srcs []Word
+	t := optValue(words, "-t", "--target-directory")
+	if len(t) > 0 {
 		for _, w := range ops {
 			if !slices.ContainsFunc(t, func(x Word) bool { return slices.Equal(x.Values, w.Values) }) {
-				out = append(out, fileArg{w, false})
+				srcs = append(srcs, w)
 			}
 		}
-		return append(out, written(t)...)
+	} else if len(ops) > 0 {
+		t, srcs = ops[len(ops)-1:], ops[:len(ops)-1]
 	}
-	for i, w := range ops {
-		out = append(out, fileArg{w, i == len(ops)-1})
+	for _, w := range srcs {
+		out = append(out, fileArg{w, false})
+	}
+	return append(append(out, written(t)...), destWrites(words, t, srcs, name)...)
+}
+
+// unknownWrite is a write whose path cannot be known statically.
+var unknownWrite = fileArg{Word{Values: []string{""}, Dynamic: true}, true}
+
+// destWrites is what cp, mv, install and ln write besides their target:
+// the target joined with each source's name (a target that is a directory
+// receives a source under its own name: cp t/.bashrc ~ writes
+// ~/.bashrc), and a backup of each (-b with -S SUFFIX renames the file in
+// place to its name and the suffix: mv -b -S rc f .bash makes .bashrc; a
+// backup without -S takes its suffix from the environment: unknown). A
+// recursive copy of a directory's contents (cp -r src/. dst, -T) writes
+// every file below: unknown.
+func destWrites(words, targets, srcs []Word, name string) []fileArg {
+	_, opts := operands(words)
+	short := func(c rune) bool {
+		return slices.ContainsFunc(opts, func(o string) bool { return !strings.HasPrefix(o, "--") && strings.ContainsRune(o, c) })
+	}
+	long := func(l string) bool {
+		return slices.ContainsFunc(opts, func(o string) bool { n, _, _ := strings.Cut(o, "="); return len(n) >= 4 && strings.HasPrefix(l, n) })
+	}
+	var dests []string
+	for _, t := range targets {
+		for _, tv := range t.Values {
+			dests = append(dests, tv)
+			for _, s := range srcs {
+				for _, sv := range s.Values {
+					dests = append(dests, filepath.Join(tv, filepath.Base(sv)))
+				}
+			}
+		}
+	}
+	var out []fileArg
+	for _, d := range dests {
+		out = append(out, fileArg{Word{Values: []string{d}}, true})
+	}
+	if recursive := name == "cp" && (short('r') || short('R') || short('a') || long("--recursive") || long("--archive")); recursive {
+		if short('T') || long("--no-target-directory") || slices.ContainsFunc(srcs, func(s Word) bool {
+			return slices.ContainsFunc(s.Values, func(v string) bool { b := filepath.Base(v); return b == "." || b == ".." })
+		}) {
+			out = append(out, unknownWrite)
+		}
+	}
+	if name == "install" && short('D') {
+		out = append(out, unknownWrite) // -D makes the target's missing directories
+	}
+	if !short('b') && !long("--backup") && !short('S') && !long("--suffix") {
+		return out
+	}
+	suffixes := optValue(words, "-S", "--suffix")
+	if len(suffixes) == 0 {
+		return append(out, unknownWrite)
+	}
+	for _, d := range dests {
+		for _, s := range suffixes {
+			out = append(out, fileArg{Word{Values: []string{d + s.Values[0]}, Dynamic: s.Dynamic}, true})
+		}
 	}
 	return out
 }
@@ -285,6 +384,25 @@ func sedWrites(script string) []string {
 
 // sedRunsCode reports whether a sed script has an e command or the e flag
 // of s///: sed then runs shell commands.
+// sedMayRunCode reports whether sed's arguments may run a command: a
+// script (any argument, or an -e/--expression value under any spelling)
+// with the e command or flag, or a script file (-f, --file), which is not
+// read.
+func sedMayRunCode(words []Word) bool {
+	for _, w := range words {
+		v := w.Values[0]
+		if w.Dynamic || sedRunsCode(v) {
+			return true
+		}
+		name, _, _ := strings.Cut(v, "=")
+		if len(name) >= 3 && strings.HasPrefix(name, "--") && strings.HasPrefix("--file", name) ||
+			len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.ContainsRune(v, 'f') {
+			return true
+		}
+	}
+	return slices.ContainsFunc(optValue(words, "-e", "--expression"), func(w Word) bool { return sedRunsCode(w.Values[0]) })
+}
+
 func sedRunsCode(script string) bool {
 	for _, line := range strings.FieldsFunc(script, func(r rune) bool { return r == '\n' || r == ';' }) {
 		l := strings.TrimLeft(strings.TrimSpace(line), "0123456789,$/ !")

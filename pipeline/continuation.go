@@ -40,6 +40,9 @@ func parseBash(code string) (*syntax.File, error) {
 //     so "EO\<newline>F" (or "\<newline>EOF") ends the document there; the
 //     parser reads on, taking the commands after it for text.
 func continuationMismatch(f *syntax.File, src string) string {
+	if !strings.Contains(src, "\\\n") && !strings.Contains(src, "\\\r") {
+		return "" // no backslash before a line's end: nothing to read differently
+	}
 	why := ""
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {

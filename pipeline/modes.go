@@ -90,7 +90,7 @@ var dangerousFlags = map[string][]string{
 	"grep": {"--include-from"},
 	"tree": {"-o"},
 	"date": {"-s", "--set"},
-	"less": {"-o", "--log-file", "-O", "--LOG-FILE"},
+	"less": {"-o", "--log-file", "-O", "--LOG-FILE", "-k", "--lesskey-file", "--lesskey-src", "--lesskey-content"},
 	"diff": {"--to-file"},
 	"sort": {"-o", "--output", "--compress-program"},
 	"git":  {"--output", "-O", "--open-files-in-pager", "--ext-diff", "--textconv", "-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree"},
@@ -294,7 +294,7 @@ func (g *Gate) inScopeFileCommands(pc *ParsedCommand) bool {
 		if !system || !slices.Contains(acceptEditsCommands, name) {
 			return false
 		}
-		if name == "sed" && slices.ContainsFunc(sc.Args[1:], sedRunsCode) {
+		if name == "sed" && sedMayRunCode(sc.Words[1:]) {
 			return false
 		}
 		bp := g.commandPaths(&sc)

@@ -196,9 +196,25 @@ func (sp *splitter) walk(f syntax.Node) {
 			if paramRunsCode(n) {
 				sp.arith(n)
 			}
+			if n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) && n.Param != nil && taintingName(n.Param.Value) {
+				sp.tainted = true // ${CDPATH:=/} assigns
+			}
+		case *syntax.ForClause:
+			if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil && taintingName(wi.Name.Value) {
+				sp.tainted = true // for PATH in …; select HOME in …
+			}
 		}
 		return true
 	})
+}
+
+// taintingName reports whether assigning the variable name (as a loop's
+// variable or ${NAME:=value}) may change what later commands run or read:
+// a name with an upper-case letter (bash's own variables, PATH, HOME,
+// CDPATH, IFS, PS4 …, and the environment's), off the safe list. A
+// lower-case name (for f in *.go) is a script's own.
+func taintingName(name string) bool {
+	return strings.ToLower(name) != name && !slices.Contains(safeEnvVars, name)
 }
 
 func (sp *splitter) stmt(n *syntax.Stmt) {

@@ -88,7 +88,11 @@ func takesNext(o string, withArg []string) bool {
 var execWrappers = []string{"watch", "setsid", "ionice", "flock"}
 
 // shells run the string after -c as commands of their own.
-var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"}
+var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "lksh", "sh.distrib", "ksh93", "pdksh", "oksh", "loksh", "bash5"}
+
+// foreignShells run a string of a language sbx does not read: what they
+// run is Unseen.
+var foreignShells = []string{"fish", "csh", "tcsh", "xonsh", "nu", "elvish", "rc", "es", "ion", "pwsh", "powershell"}
 
 // systemDirs are where a program named by path is the same program as by
 // its name.
@@ -139,7 +143,8 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	}
 	if len(wargs) > 0 {
 		sc.Text = sp.src[wargs[0].Pos().Offset():wargs[len(wargs)-1].End().Offset()]
-		sc.DynamicName = sc.Words[0].Dynamic
+		// A glob names the program only when it runs (/bin/r? x).
+		sc.DynamicName = sc.Words[0].Dynamic || sc.Words[0].Glob
 	}
 	sc.Norm = norm(sc.Words, wargs, sp.src, sc.Text)
 	sc.AllowText = sc.Text
@@ -346,6 +351,9 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 	case "cargo":
 		sp.cargoStrings(sc)
 		return
+	case "tar", "gtar", "sort", "less":
+		sp.programOptions(sc, name)
+		return
 	}
 	if runnerSet[name] {
 		sp.runnerStrings(sc, name)
@@ -384,8 +392,54 @@ func (sp *splitter) shellString(sc SimpleCommand, rs []*syntax.Redirect) {
 		}
 		return
 	}
-	if slices.Contains(shells, name) {
+	switch {
+	case slices.Contains(shells, name):
 		sp.shellArgs(sc, rs, name)
+	case slices.Contains(foreignShells, name) && len(sc.Words) > 1:
+		sp.unseen = name + " runs code of a language sbx does not read"
+	case name == "source" || name == ".":
+		sp.sourceArgs(sc, rs, name)
+	case name == "mapfile" || name == "readarray":
+		sp.mapfileCallback(sc, name)
+	}
+}
+
+// sourceArgs reads the script that source (or .) runs in this shell when
+// it is a descriptor with static content (source /dev/stdin <<< 'rm x');
+// a script that a process substitution makes (. <(…)) is Unseen; a script
+// file is not read (an allow rule for source vouches for it).
+func (sp *splitter) sourceArgs(sc SimpleCommand, rs []*syntax.Redirect, name string) {
+	if len(sc.Words) < 2 {
+		return
+	}
+	w := sc.Words[1]
+	if w.Dynamic {
+		sp.unseen = name + " runs a script known only when it runs"
+		return
+	}
+	switch a := w.Values[0]; {
+	case a == "/dev/stdin" || a == "/proc/self/fd/0" || a == "-":
+		sp.fdScript(sc, rs, name, "0")
+	case strings.HasPrefix(a, "/dev/fd/") || strings.HasPrefix(a, "/proc/self/fd/"):
+		sp.fdScript(sc, rs, name, a[strings.LastIndexByte(a, '/')+1:])
+	}
+}
+
+// mapfileCallback reads the callback mapfile -C runs every -c lines as
+// shell code.
+func (sp *splitter) mapfileCallback(sc SimpleCommand, name string) {
+	vals := staticValues(sc.Words[1:])
+	if len(vals) < len(sc.Words)-1 {
+		sp.unseen = name + " has options known only when it runs (-C runs code)"
+		return
+	}
+	for j := 0; j < len(vals); j++ {
+		if v := vals[j]; v == "-C" && j+1 < len(vals) {
+			sp.inner(sc, vals[j+1], name+" -C")
+			j++
+		} else if strings.HasPrefix(v, "-C") {
+			sp.inner(sc, v[2:], name+" -C")
+		}
 	}
 }
 
@@ -700,6 +754,10 @@ func appendDir(dirs []string, d string) []string {
 // unsafe name (printf -v PATH .) changes what later commands run.
 func (sp *splitter) builtinVars(sc *SimpleCommand) {
 	name, _ := progName(sc.Args[0])
+	if name == "hash" && slices.ContainsFunc(sc.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-") && strings.Contains(a, "p") }) {
+		sp.tainted = true // hash -p /bin/rm ls: a later ls runs rm
+		return
+	}
 	if name != "test" && name != "[" && name != "printf" && name != "read" && name != "mapfile" && name != "readarray" {
 		return
 	}
@@ -711,6 +769,9 @@ func (sp *splitter) builtinVars(sc *SimpleCommand) {
 			if v := sc.Args[i+2]; !slices.Contains(safeEnvVars, v) {
 				sp.tainted, sc.UnsafeEnv = true, true
 			}
+		}
+		if name == "printf" && strings.HasPrefix(a, "-v") && len(a) > 2 && !slices.Contains(safeEnvVars, a[2:]) {
+			sp.tainted, sc.UnsafeEnv = true, true // printf -vPATH …: the name glued
 		}
 	}
 	if name == "read" || name == "mapfile" || name == "readarray" {

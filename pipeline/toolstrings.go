@@ -112,16 +112,31 @@ func (sp *splitter) npmSet(sc SimpleCommand, sub string, vals []string) {
 	}
 }
 
+// makeLongOpts are GNU make's long options, for abbreviations (make
+// takes any unique prefix: --ev for --eval, --fil for --file).
+var makeLongOpts = []string{"--always-make", "--directory", "--debug", "--environment-overrides", "--eval", "--file",
+	"--makefile", "--help", "--ignore-errors", "--include-dir", "--jobs", "--keep-going", "--load-average",
+	"--check-symlink-times", "--just-print", "--dry-run", "--recon", "--output-sync", "--old-file", "--assume-old",
+	"--print-data-base", "--question", "--no-builtin-rules", "--no-builtin-variables", "--silent", "--quiet",
+	"--no-silent", "--stop", "--no-keep-going", "--touch", "--trace", "--version", "--print-directory",
+	"--no-print-directory", "--what-if", "--new-file", "--assume-new", "--warn-undefined-variables", "--shuffle"}
+
+// makeValued are make's short options that take a value (glued or the
+// next word).
+const makeValued = "CfIoWE"
+
 // makeStrings reads the recipes make runs from its own arguments: text
-// given with --eval (-E), and a makefile read from a here-string or
-// here-document (make -f -): their recipes and $(shell …) calls are
-// shell code. A makefile from a process substitution, and a SHELL,
-// .SHELLFLAGS or MAKEFLAGS given on the command line, make it Unseen.
+// given with --eval (-E), a makefile read from a here-string or
+// here-document (make -f -, /dev/stdin …), and the values of variables
+// defined on the command line (x:=$(shell …) and x!=cmd run as make reads
+// them): their recipes and $(shell …) calls are shell code. A makefile
+// from a process substitution, and a SHELL, .SHELLFLAGS or MAKEFLAGS
+// given on the command line, make it Unseen.
 func (sp *splitter) makeStrings(sc SimpleCommand, rs []*syntax.Redirect) {
 	for j := 1; j < len(sc.Words); j++ {
 		w := sc.Words[j]
 		if w.Dynamic {
-			if j > 1 && slices.Contains([]string{"-f", "--file", "--makefile", "-E", "--eval"}, sc.Words[j-1].Values[0]) {
+			if j > 1 && makeTakesValue(sc.Words[j-1].Values[0]) {
 				sp.unseen = "make reads a makefile known only when it runs"
 			}
 			continue
@@ -134,25 +149,73 @@ func (sp *splitter) makeStrings(sc SimpleCommand, rs []*syntax.Redirect) {
 			}
 			return "", false
 		}
-		switch {
-		case v == "-E" || v == "--eval":
-			if text, ok := next(); ok {
-				sp.makefile(sc, text)
+		switch opt, val, glued := strings.Cut(v, "="); {
+		case strings.HasPrefix(v, "--"):
+			long := longOption(opt, makeLongOpts)
+			if long != "--eval" && long != "--file" && long != "--makefile" {
+				continue
 			}
-		case strings.HasPrefix(v, "--eval="):
-			sp.makefile(sc, v[len("--eval="):])
-		case strings.HasPrefix(v, "-E"):
-			sp.makefile(sc, v[2:])
-		case v == "-f" || v == "--file" || v == "--makefile":
-			if f, ok := next(); ok && f == "-" {
-				sp.makefileFromInput(sc, rs)
+			if !glued {
+				if val, glued = next(); !glued {
+					continue
+				}
 			}
-		case v == "--file=-" || v == "--makefile=-" || v == "-f-":
-			sp.makefileFromInput(sc, rs)
+			sp.makeValue(sc, rs, long == "--eval", val)
+		case len(v) > 1 && v[0] == '-':
+			// A cluster of short options: the first that takes a value
+			// takes the rest of the word, or the next word.
+			for k := 1; k < len(v); k++ {
+				if !strings.ContainsRune(makeValued, rune(v[k])) {
+					continue
+				}
+				val, ok := v[k+1:], k+1 < len(v)
+				if !ok {
+					val, ok = next()
+				}
+				if ok && (v[k] == 'E' || v[k] == 'f') {
+					sp.makeValue(sc, rs, v[k] == 'E', val)
+				}
+				break
+			}
 		case strings.HasPrefix(v, "SHELL=") || strings.HasPrefix(v, ".SHELLFLAGS=") || strings.HasPrefix(v, "MAKEFLAGS="):
 			sp.unseen = "make " + v[:strings.IndexByte(v, '=')] + ": its recipes run with a shell or flags chosen on the command line"
+		case strings.Contains(v, "="):
+			sp.makeVariable(sc, v)
 		}
 	}
+}
+
+// makeTakesValue reports whether a make option word takes the next word
+// as its value.
+func makeTakesValue(v string) bool {
+	if strings.HasPrefix(v, "--") {
+		return !strings.Contains(v, "=") && longOption(v, makeLongOpts) != ""
+	}
+	return len(v) > 1 && v[0] == '-' && strings.ContainsRune(makeValued, rune(v[len(v)-1]))
+}
+
+// makeValue reads an --eval text, or the makefile of -f when it is
+// standard input.
+func (sp *splitter) makeValue(sc SimpleCommand, rs []*syntax.Redirect, eval bool, val string) {
+	switch {
+	case eval:
+		sp.makefile(sc, val)
+	case val == "-" || val == "/dev/stdin" || val == "/dev/fd/0" || val == "/proc/self/fd/0":
+		sp.makefileFromInput(sc, rs)
+	case strings.HasPrefix(val, "/dev/fd/") || strings.HasPrefix(val, "/proc/"):
+		sp.unseen = "make reads a makefile from a descriptor"
+	}
+}
+
+// makeVariable reads a variable defined on make's command line: a value
+// expanded when it is read (:=, ::=, :::=, !=, and override) runs its
+// $(shell …) calls; != runs the value itself.
+func (sp *splitter) makeVariable(sc SimpleCommand, v string) {
+	if i := strings.Index(v, "!="); i >= 0 {
+		sp.inner(sc, v[i+2:], "make !=")
+		return
+	}
+	sp.makefile(sc, v)
 }
 
 func (sp *splitter) makefileFromInput(sc SimpleCommand, rs []*syntax.Redirect) {
@@ -230,7 +293,10 @@ func (sp *splitter) cargoStrings(sc SimpleCommand) {
 var runners = []string{"chrt", "taskset", "unshare", "setpriv", "runuser", "setsid", "pkexec", "chroot", "prlimit",
 	"numactl", "strace", "ltrace", "valgrind", "fakeroot", "systemd-run", "busybox", "ionice", "flock", "watch",
 	"nsenter", "firejail", "proot", "torsocks", "torify", "proxychains", "proxychains4", "xvfb-run",
-	"dbus-run-session", "unbuffer", "catchsegv", "sg", "su", "script", "ssh-agent", "chronic", "cgexec", "schedtool"}
+	"dbus-run-session", "unbuffer", "catchsegv", "sg", "su", "script", "ssh-agent", "chronic", "cgexec", "schedtool",
+	"setarch", "linux32", "linux64", "i386", "x86_64", "eatmydata", "faketime", "gdb", "bwrap", "ld.so",
+	"ld-linux.so.2", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "parallel", "capsh", "start-stop-daemon",
+	"cpulimit", "trickle", "rlwrap", "chpst", "perf", "entr", "expect", "nocache", "run0", "npx", "pipx", "uvx"}
 
 // runnerSet is runners for lookups (read only): the check runs for every
 // command of every decision.
@@ -308,4 +374,73 @@ func (sp *splitter) runnerStrings(sc SimpleCommand, name string) {
 			guesses++
 		}
 	}
+}
+
+// programFlags are options whose value is a command the program runs
+// (through sh -c, or a program with its arguments): read as shell code.
+var programFlags = map[string][]string{
+	"tar":  {"--use-compress-program", "--to-command", "--info-script", "--new-volume-script", "--rsh-command", "--checkpoint-action"},
+	"gtar": {"--use-compress-program", "--to-command", "--info-script", "--new-volume-script", "--rsh-command", "--checkpoint-action"},
+	"sort": {"--compress-program"},
+}
+
+// unseenFlags are options that make a program run what sbx cannot read
+// (less's lesskey sources set LESSOPEN), long ones and the letters that
+// stand for them in a cluster of short options (tar -I PROG, -F SCRIPT).
+var unseenFlags = map[string]struct {
+	long    []string
+	letters string
+}{
+	"tar":  {nil, "IF"},
+	"gtar": {nil, "IF"},
+	"less": {[]string{"--lesskey-file", "--lesskey-src", "--lesskey-content", "--log-file", "--LOG-FILE"}, "kOo"},
+}
+
+// programOptions reads the commands a program's own options run (tar
+// --use-compress-program, --checkpoint-action=exec=…, sort
+// --compress-program …) as shell code, under any unique abbreviation of
+// the long option; an option that runs what sbx cannot read makes the
+// command Unseen.
+func (sp *splitter) programOptions(sc SimpleCommand, name string) {
+	vals := staticValues(sc.Words[1:])
+	for j := 0; j < len(vals); j++ {
+		v := vals[j]
+		opt, val, glued := strings.Cut(v, "=")
+		if long := longOption(opt, programFlags[name]); long != "" {
+			if !glued {
+				if j++; j >= len(vals) {
+					return
+				}
+				val = vals[j]
+			}
+			if long == "--checkpoint-action" {
+				code, ok := strings.CutPrefix(val, "exec=")
+				if !ok {
+					continue
+				}
+				val = code
+			}
+			sp.inner(sc, val, name+" "+long)
+			continue
+		}
+		u := unseenFlags[name]
+		cluster := len(v) > 1 && v[0] == '-' && v[1] != '-' || j == 0 && (name == "tar" || name == "gtar") && !strings.HasPrefix(v, "-")
+		if longOption(opt, u.long) != "" || cluster && strings.ContainsAny(v, u.letters) && u.letters != "" {
+			sp.unseen = name + " " + v + ": it runs what sbx cannot read"
+		}
+	}
+}
+
+// longOption returns the option of longs that opt spells, whole or as an
+// abbreviation of at least "--" and two letters ("" if none).
+func longOption(opt string, longs []string) string {
+	if len(opt) < 4 || !strings.HasPrefix(opt, "--") {
+		return ""
+	}
+	for _, l := range longs {
+		if strings.HasPrefix(l, opt) {
+			return l
+		}
+	}
+	return ""
 }
