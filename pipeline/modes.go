@@ -93,7 +93,7 @@ var dangerousFlags = map[string][]string{
 	"less": {"-o", "--log-file", "-O", "--LOG-FILE", "-k", "--lesskey-file", "--lesskey-src", "--lesskey-content"},
 	"diff": {"--to-file"},
 	"sort": {"-o", "--output", "--compress-program"},
-	"git":  {"--output", "-O", "--open-files-in-pager", "--ext-diff", "--textconv", "-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree"},
+	"git":  {"--output", "-O", "--open-files-in-pager", "--ext-diff", "--textconv", "--filters", "-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree"},
 }
 
 // readOnlyGit: a git subcommand that changes nothing, run in the working
