@@ -157,6 +157,12 @@ type firstCheck struct {
 // opaque instead of waiting for a head that never comes.
 func httpStart(b []byte) (yes, more bool) {
 	b = bytes.TrimLeft(b, "\r\n")
+	// Bytes some servers skip before a request line (Python's reads the
+	// line with str.split(), which takes any white space): what follows
+	// them is judged, and the head parser then refuses such a line.
+	if t := bytes.TrimLeft(b, skippedBeforeRequest); len(t) < len(b) {
+		return httpStart(t)
+	}
 	for i, c := range b {
 		switch {
 		case c == ' ' || c == '\t':
@@ -177,6 +183,10 @@ func httpStart(b []byte) (yes, more bool) {
 	}
 	return false, len(b) < 32
 }
+
+// skippedBeforeRequest is white space other than CR and LF that a server
+// may skip before a request line.
+const skippedBeforeRequest = " \t\v\f\x1c\x1d\x1e\x1f\x85\xa0"
 
 // feed adds client bytes; it returns what may now go upstream, or the
 // refusal.
@@ -258,12 +268,13 @@ func newTunnelStream(up net.Conn, check *firstCheck, count func(int), refused fu
 			// is not read here: what follows cannot be told apart.
 			return &FrontingError{Decided: host.String(), Named: "(an Upgrade or CONNECT inside a tunnel)"}
 		}
-		name := h.Host
-		if hh, _, err := net.SplitHostPort(name); err == nil {
-			name = hh
-		}
-		if err := compareNamed(strings.Trim(name, "[]"), host); err != nil {
-			return err
+		for _, name := range namedHosts(h) {
+			if hh, _, err := net.SplitHostPort(name); err == nil {
+				name = hh
+			}
+			if err := compareNamed(strings.Trim(name, "[]"), host); err != nil {
+				return err
+			}
 		}
 		if check.leak != nil {
 			return check.leak(h.raw)
@@ -301,6 +312,23 @@ func newTunnelStream(up net.Conn, check *firstCheck, count func(int), refused fu
 		}
 	}()
 	return ts
+}
+
+// namedHosts are the hosts a request head names: its Host header and the
+// authority of an absolute-form target, of any scheme (a server takes the
+// target's host over a missing or different Host: RFC 9112 §3.2.2).
+func namedHosts(h *Head) []string {
+	names := []string{h.Host}
+	if _, rest, ok := strings.Cut(h.Target, "://"); ok {
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			rest = rest[:i]
+		}
+		if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		names = append(names, rest)
+	}
+	return names
 }
 
 func (ts *tunnelStream) Write(p []byte) (int, error) { return ts.pw.Write(p) }

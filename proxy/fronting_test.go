@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -186,6 +187,76 @@ func TestTunnelEveryRequestChecked(t *testing.T) {
 	}
 }
 
+// A request that names another host in a way some servers honour never
+// reaches the tunnel's server: a request line after white space that the
+// server skips (Python's http.server takes it), an absolute-form target
+// with no Host header (RFC 9112 §3.2.2: the server takes the target's
+// host), first on the stream or after a good request.
+func TestTunnelOtherHostForms(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var got bytes.Buffer
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				b := make([]byte, 4096)
+				for {
+					n, err := c.Read(b)
+					mu.Lock()
+					got.Write(b[:n])
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+				}
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	h := newHarness(t, []string{"api.example.test", "127.0.0.1"}, nil)
+	good := fmt.Sprintf("GET /good HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port)
+	for _, evil := range []string{
+		" GET /x HTTP/1.1\r\nHost: secret.example\r\n\r\n",
+		"\x0bGET /x HTTP/1.1\r\nHost: secret.example\r\n\r\n",
+		"\xa0GET /x HTTP/1.1\r\nHost: secret.example\r\n\r\n",
+		"GET http://secret.example/x HTTP/1.0\r\n\r\n",
+		"GET ftp://secret.example/x HTTP/1.1\r\n\r\n",
+		good + "GET http://secret.example/x HTTP/1.1\r\n\r\n",
+		good + " GET /x HTTP/1.1\r\nHost: secret.example\r\n\r\n",
+	} {
+		c := h.dial()
+		fmt.Fprintf(c, "CONNECT api.example.test:%d HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port, port)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		c.Write([]byte(evil))
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		io.Copy(io.Discard, br)
+		c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if bytes.Contains(got.Bytes(), []byte("secret.example")) {
+		t.Errorf("the tunnel's server got a request for another host:\n%q", got.String())
+	}
+	if n := bytes.Count(got.Bytes(), []byte("/good")); n != 2 {
+		t.Errorf("%d good requests arrived, want 2", n)
+	}
+}
+
 // A closed plaintext tunnel leaves no checker goroutine behind.
 func TestTunnelStreamStopsOnClose(t *testing.T) {
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
@@ -227,8 +298,11 @@ func TestHTTPStart(t *testing.T) {
 		{"GET", false, true},
 		{"EHLO client.example\r\n", false, false},
 		{"ping 0\n", false, false},
-		{"GET /\n", false, false}, // HTTP/0.9: no Host, the decided server
-		{" GET / HTTP/1.1\r\n", false, false},
+		{"GET /\n", false, false},            // HTTP/0.9: no Host, the decided server
+		{" GET / HTTP/1.1\r\n", true, false}, // a leading space: the head parser refuses it
+		{"\x0bGET / HTTP/1.1\r\n", true, false},
+		{"\xa0\x1cGET / HTTP/1.1\r\n", true, false},
+		{" hello there\r\n", false, false},
 		{"\x16\x03\x01", false, false},
 		{"GET\t/ HTTP/1.1\r\n", true, false},
 	} {
