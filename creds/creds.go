@@ -39,6 +39,9 @@ type Secret struct {
 	Placeholder string   // what the sandbox sees ("" when removed)
 	Hosts       []string // host patterns it may be sent to (netrules syntax)
 	Mode        Mode
+	// TLSOnly: the value goes to Hosts over TLS only (set when they are
+	// sbx's defaults for the name, which no one chose for plain HTTP).
+	TLSOnly bool
 }
 
 // Value returns the real value, for the proxy's injection only.
@@ -191,6 +194,7 @@ func MaskEnv(env []string, cfg Config) (*Result, error) {
 		s := &Secret{Name: name, value: value, Mode: mode, Hosts: vc.Hosts}
 		if s.Hosts == nil {
 			s.Hosts = defaultHosts[strings.ToUpper(name)]
+			s.TLSOnly = s.Hosts != nil
 		}
 		switch mode {
 		case Pass:

@@ -159,10 +159,38 @@ func (r readCloser) Close() error { return r.body.Close() }
 // host the credential is not bound to. It names the variable, never a value.
 type ExfiltrationError struct {
 	Var, Host string
+	// Plain is set when the host is bound for TLS only and the request
+	// would go in clear.
+	Plain bool
 }
 
 func (e *ExfiltrationError) Error() string {
+	if e.Plain {
+		return fmt.Sprintf("the request carries the placeholder of %s, which is sent to %s over TLS only; this request would go in clear (bind host:PORT with the port to allow plain HTTP there)", e.Var, e.Host)
+	}
 	return fmt.Sprintf("the request carries the placeholder of %s, which may not be sent to %s", e.Var, e.Host)
+}
+
+// boundPlain reports whether a secret may go to host:port in clear (plain
+// HTTP, not TLS): not a secret bound by sbx's defaults (GITHUB_TOKEN to
+// github.com: http://github.com/ would carry the real value readable on
+// the way), and not through a binding that names port 443 (a credential
+// file's https:// registry).
+func boundPlain(s *creds.Secret, h netrules.Host, port int) bool {
+	if s.TLSOnly {
+		return false
+	}
+	for _, p := range s.Hosts {
+		r, err := netrules.ParseRule(p, "sandbox.credentials")
+		if err != nil || r.Port == 443 || (r.Port != 0 && r.Port != port) {
+			continue
+		}
+		set := &netrules.Set{Allow: []netrules.Rule{*r}}
+		if set.Decide(h, port).Decision == netrules.Allow {
+			return true
+		}
+	}
+	return false
 }
 
 // tunnelLeak is the check of a plaintext request head inside a tunnel to
@@ -252,6 +280,9 @@ func (s *Server) injectHTTP(r *http.Request, h netrules.Host, port int) error {
 		}
 		if !bound(sec, h, port) {
 			return &ExfiltrationError{Var: sec.Name, Host: h.String()}
+		}
+		if !strings.EqualFold(r.URL.Scheme, "https") && !boundPlain(sec, h, port) {
+			return &ExfiltrationError{Var: sec.Name, Host: h.String(), Plain: true}
 		}
 		r.URL.Path = strings.ReplaceAll(r.URL.Path, ph, real)
 		r.URL.RawPath = strings.ReplaceAll(r.URL.RawPath, ph, real)

@@ -759,3 +759,49 @@ func boundToExample(t *testing.T, h http.Handler, real string) (plain, tlsSrv *h
 	}
 	return plain, tlsSrv, res
 }
+
+// A default binding (GITHUB_TOKEN to github.com) and a binding to port
+// 443 hold for TLS only: a plain HTTP request carrying the placeholder is
+// refused, and the real value never leaves; a binding that names another
+// port, or none (chosen by the user), still takes plain HTTP.
+func TestPlainHTTPOnlyWhereBoundForIt(t *testing.T) {
+	const real = "ghp_REALREALREALREALREALREALREALREAL1234"
+	for _, tc := range []struct {
+		name  string
+		cfg   creds.Config
+		host  string
+		port  int
+		plain bool
+	}{
+		{"default binding", creds.Config{}, "github.com", 80, false},
+		{"default binding on 443", creds.Config{}, "github.com", 443, false},
+		{"default binding, any subdomain", creds.Config{}, "evil.github.com", 8003, false},
+		{"bound to 443", creds.Config{Vars: map[string]creds.VarConfig{"GITHUB_TOKEN": {Hosts: []string{"git.example:443"}}}}, "git.example", 443, false},
+		{"bound to a port", creds.Config{Vars: map[string]creds.VarConfig{"GITHUB_TOKEN": {Hosts: []string{"git.example:8080"}}}}, "git.example", 8080, true},
+		{"bound without a port", creds.Config{Vars: map[string]creds.VarConfig{"GITHUB_TOKEN": {Hosts: []string{"git.example"}}}}, "git.example", 8080, true},
+	} {
+		res, err := creds.MaskEnv([]string{"GITHUB_TOKEN=" + real}, tc.cfg)
+		if err != nil || len(res.Secrets) != 1 {
+			t.Fatalf("%s: %v %v", tc.name, res, err)
+		}
+		sec := res.Secrets[0]
+		s := &Server{Secrets: res.Secrets}
+		r := httptest.NewRequest("GET", fmt.Sprintf("http://%s:%d/", tc.host, tc.port), nil)
+		r.Header.Set("Authorization", "token "+sec.Placeholder)
+		h, _ := netrules.NormalizeHost(tc.host)
+		err = s.injectHTTP(r, h, tc.port)
+		var ex *ExfiltrationError
+		switch {
+		case tc.plain && (err != nil || r.Header.Get("Authorization") != "token "+real):
+			t.Errorf("%s: plain HTTP refused: %v", tc.name, err)
+		case !tc.plain && (!errors.As(err, &ex) || !ex.Plain || strings.Contains(fmt.Sprint(r.Header), real)):
+			t.Errorf("%s: the real value would go in clear: %v %v", tc.name, err, r.Header)
+		}
+		// Over TLS (a terminated tunnel's request) the value goes.
+		r = httptest.NewRequest("GET", fmt.Sprintf("https://%s:%d/", tc.host, tc.port), nil)
+		r.Header.Set("Authorization", "token "+sec.Placeholder)
+		if err := s.injectHTTP(r, h, tc.port); err != nil || r.Header.Get("Authorization") != "token "+real {
+			t.Errorf("%s: over TLS: %v", tc.name, err)
+		}
+	}
+}
