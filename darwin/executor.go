@@ -37,8 +37,3 @@ type Executor struct {
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
-
-// ask is the proxy's question: Ask with no pause, or a denial.
-func (e *Executor) ask(host string, port int) bool {
-	return e.Ask != nil && e.Ask(host, port, nil)
-}

@@ -267,3 +267,8 @@ func runDirs() (*RunDirs, string, error) {
 	}
 	return &RunDirs{Temp: real}, warn, nil
 }
+
+// ask is the proxy's question: Ask with no pause, or a denial.
+func (e *Executor) ask(host string, port int) bool {
+	return e.Ask != nil && e.Ask(host, port, nil)
+}
