@@ -17,7 +17,8 @@ import (
 // MaskableFiles are the credential files, relative to the home directory,
 // whose format sbx knows: the sandbox sees them with every secret replaced
 // by a placeholder bound to the host the file names for it.
-var MaskableFiles = []string{".npmrc", ".netrc", ".git-credentials", ".docker/config.json", ".pypirc"}
+var MaskableFiles = []string{".npmrc", ".netrc", ".git-credentials", ".docker/config.json", ".pypirc",
+	".config/git/credentials", ".config/containers/auth.json"}
 
 // MaskedFile is a credential file as the sandbox sees it.
 type MaskedFile struct {
@@ -49,11 +50,11 @@ func MaskFile(rel, path string, data []byte) (*MaskedFile, error) {
 		out, err = m.linesCR(data, m.npmrcLine)
 	case ".netrc":
 		out, err = m.netrc(data)
-	case ".git-credentials":
+	case ".git-credentials", ".config/git/credentials": // git's credential store, either place
 		out, err = m.lines(data, m.gitCredentialsLine)
 	case ".pypirc":
 		out, err = m.pypirc(data)
-	case ".docker/config.json":
+	case ".docker/config.json", ".config/containers/auth.json": // podman's is docker's format
 		out, err = m.dockerConfig(data)
 	default:
 		return nil, fmt.Errorf("%s: not a credential file sbx knows", path)

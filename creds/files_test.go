@@ -45,6 +45,10 @@ func TestMaskFile(t *testing.T) {
 		{".pypirc", "[distutils]\nindex-servers =\n    a\nSTRAY-TOKEN\n[a]\nrepository = https://up.example/legacy/\nusername = __token__\npassword = pypi-AgEIcHlwaS5vcmc\n",
 			map[string]string{"pypi-AgEIcHlwaS5vcmc": "up.example:443"}, []string{"username = __token__\n", "index-servers =\n    a\n"}},
 		{".docker/config.json", docker, map[string]string{"s3cretpass": "registry.example:443", "idtok123456": "r2.example:443", "hdrsecret99": ""}, []string{`"credsStore": "desktop"`, `"username": "me"`}},
+		// git's credential store under XDG, podman's logins (docker's format).
+		{".config/git/credentials", "https://me:ghp_abcdefghijklmnopqrstuvwxyz@git.example\n",
+			map[string]string{"ghp_abcdefghijklmnopqrstuvwxyz": "git.example:443"}, []string{"https://"}},
+		{".config/containers/auth.json", docker, map[string]string{"s3cretpass": "registry.example:443", "idtok123456": "r2.example:443", "hdrsecret99": ""}, []string{`"username": "me"`}},
 	} {
 		m, err := MaskFile(tc.rel, "/home/u/"+tc.rel, []byte(tc.in))
 		if err != nil {

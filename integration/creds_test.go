@@ -40,6 +40,12 @@ func TestCredentialFilesUnreadable(t *testing.T) {
 		".git-credentials": "SECRET-GIT", ".config/gh/hosts.yml": "SECRET-GH", ".npmrc": "SECRET-NPM",
 		".kube/config": "SECRET-KUBE", ".docker/config.json": "SECRET-DOCKER", ".pypirc": "SECRET-PYPI",
 		".gnupg/private.key": "SECRET-GPG", ".env": "SECRET-DOTENV", ".claude/.credentials.json": "SECRET-CLAUDE",
+		// A red team's list of tools' credential files read in clear before.
+		".config/git/credentials": "SECRET-XDG-GIT", ".config/containers/auth.json": "SECRET-PODMAN", ".pgpass": "SECRET-PG",
+		".my.cnf": "SECRET-MY", ".vault-token": "SECRET-VAULT", ".config/hub": "SECRET-HUB",
+		".terraform.d/credentials.tfrc.json": "SECRET-TF", ".gem/credentials": "SECRET-GEM", ".config/rclone/rclone.conf": "SECRET-RCLONE",
+		".s3cfg": "SECRET-S3", ".boto": "SECRET-BOTO", ".cache/huggingface/token": "SECRET-HF", ".pulumi/credentials.json": "SECRET-PULUMI",
+		".databrickscfg": "SECRET-DBX", ".authinfo": "SECRET-AUTHINFO", ".config/github-copilot/hosts.json": "SECRET-COPILOT",
 	}
 	var cats []string
 	for rel, content := range files {

@@ -165,6 +165,12 @@ func CredentialsConfig(s *settings.Settings) creds.Config {
 var credentialFiles = []string{".ssh", ".aws", ".config/gcloud", ".azure", ".kube", ".docker/config.json", ".netrc",
 	".git-credentials", ".config/gh", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gnupg",
 	".claude/.credentials.json", ".config/sbx/credentials.json",
+	// git's other credential store, podman's registry logins, and other
+	// tools' tokens and passwords.
+	".config/git/credentials", ".config/containers/auth.json", ".pgpass", ".my.cnf", ".mylogin.cnf", ".vault-token",
+	".config/hub", ".terraform.d/credentials.tfrc.json", ".gem/credentials", ".config/rclone/rclone.conf", ".s3cfg",
+	".boto", ".cache/huggingface/token", ".huggingface/token", ".pulumi/credentials.json", ".databrickscfg",
+	".authinfo", ".authinfo.gpg", ".config/github-copilot", ".m2/settings-security.xml", ".config/op",
 	// Claude Code's state (an API key from /login, MCP server secrets) and
 	// every past conversation.
 	".claude.json", ".claude/projects", ".password-store", ".local/share/keyrings",
@@ -188,6 +194,9 @@ var credentialEnv = []struct {
 	{"KUBECONFIG", []string{""}}, {"GNUPGHOME", []string{""}}, {"GH_CONFIG_DIR", []string{""}},
 	{"CLOUDSDK_CONFIG", []string{""}}, {"AZURE_CONFIG_DIR", []string{""}}, {"PASSWORD_STORE_DIR", []string{""}},
 	{"NETRC", []string{""}}, {"PIP_CONFIG_FILE", []string{""}},
+	{"REGISTRY_AUTH_FILE", []string{""}}, {"PGPASSFILE", []string{""}}, {"MYSQL_TEST_LOGIN_FILE", []string{""}},
+	{"XDG_RUNTIME_DIR", []string{"containers/auth.json"}},
+	{"XDG_CONFIG_HOME", []string{"git/credentials", "containers/auth.json", "gh", "hub", "rclone/rclone.conf", "github-copilot", "op"}},
 }
 
 // envCredentialDenies adds the credential files the environment moved
