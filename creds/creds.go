@@ -99,7 +99,17 @@ var notSecrets = []string{"PWD", "OLDPWD", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "A
 // this package, and most never look at a value.
 var shapes = sync.OnceValue(func() []shape {
 	return []shape{
-		{regexp.MustCompile(`^-----BEGIN [A-Z ]*PRIVATE KEY-----`), 0},
+		// Anywhere in the value: a service account's JSON holds one
+		// with its line ends escaped.
+		{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----`), 0},
+		// A URL with a password (redis://:pw@h, mongodb+srv://u:pw@h),
+		// and a connection string's key or password (Azure's AccountKey=,
+		// ADO.NET's Password=).
+		{regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@`), 0},
+		{regexp.MustCompile(`(?i)(^|;)\s*(AccountKey|SharedAccessKey|Password|Pwd)\s*=\s*[^;\s]`), 0},
+		{regexp.MustCompile(`^pypi-AgE[A-Za-z0-9_-]{8,}$`), 8},
+		{regexp.MustCompile(`^AIza[0-9A-Za-z_-]{30,40}$`), 4},
+		{regexp.MustCompile(`^SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}$`), 3},
 		{regexp.MustCompile(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$`), 3},
 		{regexp.MustCompile(`^(AKIA|ASIA)[0-9A-Z]{16}$`), 4},
 		{regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{20,}$`), 11},

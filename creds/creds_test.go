@@ -38,6 +38,15 @@ func TestClassify(t *testing.T) {
 		{"MYSQL_PWD", "x", true}, {"DB_PASS", "x", true}, {"APITOKEN", "x", true}, {"SLACK_WEBHOOK_URL", "https://h/x", true},
 		{"STRIPE_API", "sk_live_abcdefghijklmnop", true}, {"OLDPWD", "/x", false}, {"BYPASS_CACHE", "1", false},
 		{"PASSWORD_FILE", "/run/secrets/p", false}, {"TOKENIZER", "gpt2", false},
+		// Forms a red team found in clear.
+		{"AZURE_STORAGE_CONNECTION_STRING", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=REALAZURE==;", true},
+		{"GCP_SA", `{"private_key":"-----BEGIN PRIVATE KEY-----\nMIIREAL\n-----END PRIVATE KEY-----\n"}`, true},
+		{"REDIS_URL", "redis://:REALPW@r:6379", true}, {"MONGO_URI", "mongodb+srv://u:REALPW@c/db", true},
+		{"CONN", "Server=x;Password=REALPW;", true}, {"PYPI", "pypi-AgEIcHlwaS5vcmcCJGRlYWRiZWVm", true},
+		{"GOOGLE_MAPS", "AIzaSyA1234567890abcdefghijklmnopqrstu", true},
+		{"SENDGRID", "SG.aaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", true},
+		{"SITE", "https://example.com/path", false}, {"REDIS_HOST_URL", "redis://r:6379", false},
+		{"SETTINGS", "a=1;b=2", false},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.name, tt.value, nil); got != tt.secret {
