@@ -401,6 +401,11 @@ func TestRedactorEchoShapes(t *testing.T) {
 		{"pässwört/ü-0123", func(v string) string { return `{"a":"` + jsonEscape(v, jsonASCII|jsonSlash) + `"}` }},
 		{"a<b>&c-secretvalue", func(v string) string { b, _ := json.Marshal(v); return string(b) }},
 		{"lïne\u2028sep-secretvalue", func(v string) string { b, _ := json.Marshal(v); return string(b) }},
+		// Every character \u-escaped (a red team's echo server), either case.
+		{"rtREALsecretVALUE0123456789abcdef", func(v string) string { return `{"t":"` + jsonEscape(v, jsonAll) + `"}` }},
+		{"rtREALsecretVALUE0123456789abcdef", func(v string) string {
+			return `{"t":"` + strings.ReplaceAll(strings.ToUpper(jsonEscape(v, jsonAll)), `\U`, `\u`) + `"}`
+		}},
 	} {
 		res, err := MaskEnv([]string{"DB_PASSWORD=" + tt.value}, Config{})
 		if err != nil || len(res.Secrets) != 1 {

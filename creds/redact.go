@@ -56,6 +56,10 @@ var encodings = []func(string) string{
 	func(v string) string { return jsonEscape(v, jsonASCII) },
 	func(v string) string { return jsonEscape(v, jsonHTML) },
 	func(v string) string { return jsonEscape(v, jsonASCII|jsonSlash) },
+	// Every character as a JSON \u escape, either case (an encoder
+	// that escapes everything; JSON parsers decode it like the rest).
+	func(v string) string { return jsonEscape(v, jsonAll) },
+	func(v string) string { return strings.ReplaceAll(strings.ToUpper(jsonEscape(v, jsonAll)), `\U`, `\u`) },
 }
 
 // What jsonEscape escapes besides quotes, backslashes and control
@@ -65,6 +69,7 @@ const (
 	jsonASCII = 1 << iota // every non-ASCII character, as \uXXXX (UTF-16)
 	jsonHTML              // <, > and &, and U+2028 and U+2029 (Go's)
 	jsonSlash             // / as \/
+	jsonAll               // every character as \uXXXX (UTF-16)
 )
 
 // jsonEscape is v as it stands inside a JSON string written with the
@@ -76,6 +81,10 @@ func jsonEscape(v string, how int) string {
 		raw := v[i : i+size]
 		i += size
 		switch {
+		case how&jsonAll != 0 && c != utf8.RuneError:
+			for _, u := range utf16.Encode([]rune{c}) {
+				fmt.Fprintf(&b, `\u%04x`, u)
+			}
 		case c == '"' || c == '\\':
 			b.WriteString(`\` + raw)
 		case c == '/' && how&jsonSlash != 0:
