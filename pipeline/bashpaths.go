@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,14 +51,30 @@ func (g *Gate) findPaths(sc *SimpleCommand) bashPaths {
 	}
 	name, _ := progName(sc.Words[0].Values[0])
 	for _, fa := range fileArgs(name, sc.Words[1:]) {
-		add(fa.w, fa.write)
+		if fa.into == "" {
+			add(fa.w, fa.write)
+			continue
+		}
+		// The source's name in a target that is a directory.
+		ps, ok := g.resolveWord(sc, fa.w)
+		bp.unknown = bp.unknown || !ok
+		for _, p := range ps {
+			if fi, err := os.Stat(p); fa.always || err == nil && fi.IsDir() {
+				bp.writes = append(bp.writes, filepath.Join(p, fa.into))
+			}
+		}
 	}
 	return bp
 }
 
+// fileArg is a file a command reads or writes, as the word that names it.
+// With into set, it is the file of that name in the directory w names:
+// written when w is a directory on the host now, or always.
 type fileArg struct {
-	w     Word
-	write bool
+	w      Word
+	write  bool
+	into   string
+	always bool
 }
 
 // operands are the words after the options (an option's own argument is
@@ -123,7 +140,7 @@ func fileArgs(name string, words []Word) []fileArg {
 	all := func(write bool) []fileArg {
 		var out []fileArg
 		for _, w := range ops {
-			out = append(out, fileArg{w, write})
+			out = append(out, fileArg{w: w, write: write})
 		}
 		return out
 	}
@@ -139,7 +156,7 @@ func fileArgs(name string, words []Word) []fileArg {
 		}
 		var out []fileArg
 		for _, w := range ops {
-			out = append(out, fileArg{w, false})
+			out = append(out, fileArg{w: w, write: false})
 		}
 		return out
 	case "mv":
@@ -159,16 +176,16 @@ func fileArgs(name string, words []Word) []fileArg {
 		}
 		var out []fileArg
 		for _, w := range ops {
-			out = append(out, fileArg{w, true})
+			out = append(out, fileArg{w: w, write: true})
 		}
 		return out
 	case "dd":
 		var out []fileArg
 		for _, w := range ops {
 			if v, ok := strings.CutPrefix(w.Values[0], "of="); ok {
-				out = append(out, fileArg{Word{Values: []string{v}, Dynamic: w.Dynamic, Glob: w.Glob}, true})
+				out = append(out, fileArg{w: Word{Values: []string{v}, Dynamic: w.Dynamic, Glob: w.Glob}, write: true})
 			} else if v, ok := strings.CutPrefix(w.Values[0], "if="); ok {
-				out = append(out, fileArg{Word{Values: []string{v}, Dynamic: w.Dynamic, Glob: w.Glob}, false})
+				out = append(out, fileArg{w: Word{Values: []string{v}, Dynamic: w.Dynamic, Glob: w.Glob}, write: false})
 			}
 		}
 		return out
@@ -178,7 +195,7 @@ func fileArgs(name string, words []Word) []fileArg {
 		return append(all(false), written(optValue(words, "-o", "--output"))...)
 	case "uniq":
 		if len(ops) > 1 {
-			return []fileArg{{ops[0], false}, {ops[1], true}}
+			return []fileArg{{w: ops[0], write: false}, {w: ops[1], write: true}}
 		}
 		return all(false)
 	case "tree":
@@ -210,7 +227,7 @@ func fileArgs(name string, words []Word) []fileArg {
 		var out []fileArg
 		for i, w := range words {
 			if slices.Contains([]string{"-fprint", "-fprint0", "-fprintf", "-fls"}, w.Values[0]) && i+1 < len(words) {
-				out = append(out, fileArg{words[i+1], true})
+				out = append(out, fileArg{w: words[i+1], write: true})
 			}
 		}
 		return out
@@ -234,9 +251,9 @@ func goOutput(words []Word) []fileArg {
 		}
 		switch {
 		case glued:
-			out = append(out, fileArg{Word{Values: []string{val}, Dynamic: w.Dynamic, Glob: w.Glob}, true})
+			out = append(out, fileArg{w: Word{Values: []string{val}, Dynamic: w.Dynamic, Glob: w.Glob}, write: true})
 		case i+1 < len(words):
-			out = append(out, fileArg{words[i+1], true})
+			out = append(out, fileArg{w: words[i+1], write: true})
 		}
 	}
 	return out
@@ -246,7 +263,7 @@ func goOutput(words []Word) []fileArg {
 func read(words []Word) []fileArg {
 	out := make([]fileArg, 0, len(words))
 	for _, w := range words {
-		out = append(out, fileArg{w, false})
+		out = append(out, fileArg{w: w, write: false})
 	}
 	return out
 }
@@ -254,7 +271,7 @@ func read(words []Word) []fileArg {
 func written(ws []Word) []fileArg {
 	var out []fileArg
 	for _, w := range ws {
-		out = append(out, fileArg{w, true})
+		out = append(out, fileArg{w: w, write: true})
 	}
 	return out
 }
@@ -275,13 +292,13 @@ func copyArgs(name string, words, ops []Word) []fileArg {
 		t, srcs = ops[len(ops)-1:], ops[:len(ops)-1]
 	}
 	for _, w := range srcs {
-		out = append(out, fileArg{w, false})
+		out = append(out, fileArg{w: w, write: false})
 	}
 	return append(append(out, written(t)...), destWrites(words, t, srcs, name)...)
 }
 
 // unknownWrite is a write whose path cannot be known statically.
-var unknownWrite = fileArg{Word{Values: []string{""}, Dynamic: true}, true}
+var unknownWrite = fileArg{w: Word{Values: []string{""}, Dynamic: true}, write: true}
 
 // destWrites is what cp, mv, install and ln write besides their target:
 // the target joined with each source's name (a target that is a directory
@@ -299,20 +316,21 @@ func destWrites(words, targets, srcs []Word, name string) []fileArg {
 	long := func(l string) bool {
 		return slices.ContainsFunc(opts, func(o string) bool { n, _, _ := strings.Cut(o, "="); return len(n) >= 4 && strings.HasPrefix(l, n) })
 	}
+	explicit := len(optValue(words, "-t", "--target-directory")) > 0
+	var out []fileArg
 	var dests []string
 	for _, t := range targets {
 		for _, tv := range t.Values {
 			dests = append(dests, tv)
+			dir := explicit || strings.HasSuffix(tv, "/") || tv == "." || tv == ".." || tv == "~"
 			for _, s := range srcs {
 				for _, sv := range s.Values {
-					dests = append(dests, filepath.Join(tv, filepath.Base(sv)))
+					into := filepath.Base(sv)
+					out = append(out, fileArg{w: Word{Values: []string{tv}, Dynamic: t.Dynamic, Glob: t.Glob}, write: true, into: into, always: dir})
+					dests = append(dests, filepath.Join(tv, into))
 				}
 			}
 		}
-	}
-	var out []fileArg
-	for _, d := range dests {
-		out = append(out, fileArg{Word{Values: []string{d}}, true})
 	}
 	if recursive := name == "cp" && (short('r') || short('R') || short('a') || long("--recursive") || long("--archive")); recursive {
 		if short('T') || long("--no-target-directory") || slices.ContainsFunc(srcs, func(s Word) bool {
@@ -333,7 +351,7 @@ func destWrites(words, targets, srcs []Word, name string) []fileArg {
 	}
 	for _, d := range dests {
 		for _, s := range suffixes {
-			out = append(out, fileArg{Word{Values: []string{d + s.Values[0]}, Dynamic: s.Dynamic}, true})
+			out = append(out, fileArg{w: Word{Values: []string{d + s.Values[0]}, Dynamic: s.Dynamic}, write: true})
 		}
 	}
 	return out
@@ -356,11 +374,11 @@ func sedArgs(words, ops []Word) []fileArg {
 		if slices.ContainsFunc(scripts, func(x Word) bool { return slices.Equal(x.Values, w.Values) }) {
 			continue
 		}
-		out = append(out, fileArg{w, inPlace})
+		out = append(out, fileArg{w: w, write: inPlace})
 	}
 	for _, s := range scripts {
 		for _, f := range sedWrites(s.Values[0]) {
-			out = append(out, fileArg{Word{Values: []string{f}, Dynamic: s.Dynamic}, true})
+			out = append(out, fileArg{w: Word{Values: []string{f}, Dynamic: s.Dynamic}, write: true})
 		}
 	}
 	return out

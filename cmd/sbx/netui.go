@@ -48,11 +48,12 @@ func (a *ttyAsker) ask(host string, port int, pause pipeline.Pause) bool {
 	}
 	defer resume()
 	// What the command left on the terminal must not shape the question
-	// or answer it: a soft reset (DECSTR: attributes such as concealed
-	// text, scrolling margins, origin mode) before it, and input typed or
-	// made before it (a terminal's reply to a query the command sent) is
-	// discarded.
-	fmt.Fprint(tty, "\x1b[!p")
+	// or answer it: a sequence it left unfinished (an OSC title that would
+	// swallow the question) is cancelled (CAN, then ST), a soft reset
+	// follows (DECSTR: attributes such as concealed text, scrolling
+	// margins, origin mode), and input typed or made before it (a
+	// terminal's reply to a query the command sent) is discarded.
+	fmt.Fprint(tty, "\x18\x1b\\\x1b[!p")
 	flushInput(tty)
 	fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names (the command is paused).\n  [o] allow once   [r] allow for this run   [d] deny (default)\n> ", key)
 	line, _ := bufio.NewReader(tty).ReadString('\n')
