@@ -434,11 +434,19 @@ func (sp *splitter) mapfileCallback(sc SimpleCommand, name string) {
 		return
 	}
 	for j := 0; j < len(vals); j++ {
-		if v := vals[j]; v == "-C" && j+1 < len(vals) {
-			sp.inner(sc, vals[j+1], name+" -C")
+		v := vals[j]
+		i := strings.IndexByte(v, 'C')
+		if len(v) < 2 || v[0] != '-' || v == "--" || i < 0 {
+			continue
+		}
+		// -C CODE, -C'CODE', or C ending a cluster (-tC CODE): what
+		// follows it is the callback (read as code even where an earlier
+		// letter took it as its value: stricter).
+		if code := v[i+1:]; code != "" {
+			sp.inner(sc, code, name+" -C")
+		} else if j+1 < len(vals) {
 			j++
-		} else if strings.HasPrefix(v, "-C") {
-			sp.inner(sc, v[2:], name+" -C")
+			sp.inner(sc, vals[j], name+" -C")
 		}
 	}
 }
