@@ -186,12 +186,18 @@ func (sp *splitter) makeStrings(sc SimpleCommand, rs []*syntax.Redirect) {
 }
 
 // makeTakesValue reports whether a make option word takes the next word
-// as its value.
+// as a makefile or text to evaluate (-f, -E, --file, --makefile, --eval;
+// -C DIR does not: a directory known at run time is no makefile).
 func makeTakesValue(v string) bool {
 	if strings.HasPrefix(v, "--") {
-		return !strings.Contains(v, "=") && longOption(v, makeLongOpts) != ""
+		l := longOption(v, makeLongOpts)
+		return !strings.Contains(v, "=") && (l == "--eval" || l == "--file" || l == "--makefile")
 	}
-	return len(v) > 1 && v[0] == '-' && strings.ContainsRune(makeValued, rune(v[len(v)-1]))
+	if len(v) < 2 || v[0] != '-' {
+		return false
+	}
+	i := strings.IndexAny(v[1:], makeValued) + 1
+	return i > 0 && i == len(v)-1 && (v[i] == 'f' || v[i] == 'E')
 }
 
 // makeValue reads an --eval text, or the makefile of -f when it is
