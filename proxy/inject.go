@@ -269,8 +269,11 @@ func (s *Server) injectHTTP(r *http.Request, h netrules.Host, port int) error {
 				basicPH = true
 			}
 		}
-		present := strings.Contains(r.URL.String(), ph) || basicPH || bytes.Contains(body, []byte(ph))
-		for _, vs := range r.Header {
+		// The path decoded too (a placeholder percent-encoded whole), and
+		// header names as well as values.
+		present := strings.Contains(r.URL.String(), ph) || strings.Contains(r.URL.Path, ph) || basicPH || bytes.Contains(body, []byte(ph))
+		for k, vs := range r.Header {
+			present = present || strings.Contains(strings.ToLower(k), strings.ToLower(ph))
 			for _, v := range vs {
 				present = present || strings.Contains(v, ph)
 			}

@@ -805,3 +805,32 @@ func TestPlainHTTPOnlyWhereBoundForIt(t *testing.T) {
 		}
 	}
 }
+
+// A placeholder sent to a host it is not bound to is refused in the path
+// percent-encoded whole and in a header's name too (a red team's forms).
+func TestPlaceholderToUnboundHostOtherForms(t *testing.T) {
+	res, err := creds.MaskEnv([]string{"RT_TOKEN=rtREALsecretVALUE0123456789abcdef"}, creds.Config{Vars: map[string]creds.VarConfig{"RT_TOKEN": {Hosts: []string{"bound.example"}}}})
+	if err != nil || len(res.Secrets) != 1 {
+		t.Fatal(res, err)
+	}
+	ph := res.Secrets[0].Placeholder
+	var enc strings.Builder
+	for i := 0; i < len(ph); i++ {
+		fmt.Fprintf(&enc, "%%%02X", ph[i])
+	}
+	s := &Server{Secrets: res.Secrets}
+	h, _ := netrules.NormalizeHost("other.example")
+	for name, mk := range map[string]func() *http.Request{
+		"percent-encoded path": func() *http.Request { return httptest.NewRequest("GET", "http://other.example/x/"+enc.String(), nil) },
+		"header name": func() *http.Request {
+			r := httptest.NewRequest("GET", "http://other.example/", nil)
+			r.Header.Set("X-"+ph, "1")
+			return r
+		},
+	} {
+		var ex *ExfiltrationError
+		if err := s.injectHTTP(mk(), h, 80); !errors.As(err, &ex) {
+			t.Errorf("%s: not refused: %v", name, err)
+		}
+	}
+}
