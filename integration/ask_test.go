@@ -87,7 +87,7 @@ func TestNetAskPausesTheSandbox(t *testing.T) {
 	ptmx, pts := openPTY(t)
 	defer ptmx.Close()
 	script := fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
-curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; kill %%1`, srv.port)
+curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; sleep 0.5; kill %%1`, srv.port)
 	cmd := exec.Command(sbxBin, "run", "--", "bash", "-c", script)
 	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
@@ -115,7 +115,12 @@ curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; k
 	if n := srv.hits.Load(); n != 0 {
 		t.Errorf("the denied host got %d requests", n)
 	}
-	if strings.Count(s.String()[asked:], "W") == 0 {
+	resumed := false
+	for i := 0; i < 500 && !resumed; i++ {
+		resumed = strings.Contains(s.String()[asked:], "W")
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !resumed {
 		t.Errorf("the command did not go on after the answer:\n%q", s.String())
 	}
 }
