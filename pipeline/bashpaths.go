@@ -22,6 +22,9 @@ type bashPaths struct {
 func (g *Gate) commandPaths(sc *SimpleCommand) bashPaths {
 	if !sc.pathsFound {
 		sc.paths, sc.pathsFound = g.findPaths(sc), true
+		if sc.Linked && len(sc.paths.reads)+len(sc.paths.writes) > 0 {
+			sc.paths.unknown = true // a link made earlier in the string may lead elsewhere
+		}
 	}
 	return sc.paths
 }
@@ -51,16 +54,27 @@ func (g *Gate) findPaths(sc *SimpleCommand) bashPaths {
 	}
 	name, _ := progName(sc.Words[0].Values[0])
 	for _, fa := range fileArgs(name, sc.Words[1:]) {
-		if fa.into == "" {
+		if fa.into == nil {
 			add(fa.w, fa.write)
 			continue
 		}
-		// The source's name in a target that is a directory.
+		// The source's name in a target that is a directory (each match
+		// of a glob: cp t/.b* . copies t/.bashrc).
+		names := []string{filepath.Base(fa.into.Values[0])}
+		if fa.into.Glob {
+			srcs, ok := g.resolveWord(sc, *fa.into)
+			bp.unknown = bp.unknown || !ok
+			for _, s := range srcs {
+				names = append(names, filepath.Base(s))
+			}
+		}
 		ps, ok := g.resolveWord(sc, fa.w)
 		bp.unknown = bp.unknown || !ok
 		for _, p := range ps {
 			if fi, err := os.Stat(p); fa.always || err == nil && fi.IsDir() {
-				bp.writes = append(bp.writes, filepath.Join(p, fa.into))
+				for _, n := range names {
+					bp.writes = append(bp.writes, filepath.Join(p, n))
+				}
 			}
 		}
 	}
@@ -68,12 +82,13 @@ func (g *Gate) findPaths(sc *SimpleCommand) bashPaths {
 }
 
 // fileArg is a file a command reads or writes, as the word that names it.
-// With into set, it is the file of that name in the directory w names:
-// written when w is a directory on the host now, or always.
+// With into set (a source's word), it is the file of the source's name in
+// the directory w names: written when w is a directory on the host now,
+// or always.
 type fileArg struct {
 	w      Word
 	write  bool
-	into   string
+	into   *Word
 	always bool
 }
 
@@ -106,11 +121,19 @@ func optValue(words []Word, short, long string) []Word {
 		v := w.Values[0]
 		name, val, glued := strings.Cut(v, "=")
 		abbrev := long != "" && len(name) >= 3 && strings.HasPrefix(name, "--") && strings.HasPrefix(long, name)
+		// In a cluster of short options (sort -uo FILE, grep -if FILE):
+		// the rest of the word after the letter, or the next word. A
+		// letter that another option's glued value holds only makes
+		// more words count (stricter).
+		k := -1
+		if short != "" && len(v) > 2 && v[0] == '-' && v[1] != '-' && !w.Dynamic {
+			k = strings.IndexByte(v[1:], short[1]) + 1
+		}
 		switch {
-		case (v == short || abbrev && !glued) && i+1 < len(words):
+		case (v == short || abbrev && !glued || k > 0 && k == len(v)-1) && i+1 < len(words):
 			out = append(out, words[i+1])
-		case short != "" && strings.HasPrefix(v, short) && len(v) > len(short) && !strings.HasPrefix(v, "--"):
-			out = append(out, Word{Values: []string{v[len(short):]}, Dynamic: w.Dynamic, Glob: w.Glob})
+		case k > 0 && k < len(v)-1:
+			out = append(out, Word{Values: []string{v[k+1:]}, Dynamic: w.Dynamic, Glob: w.Glob})
 		case abbrev && glued:
 			out = append(out, Word{Values: []string{val}, Dynamic: w.Dynamic, Glob: w.Glob})
 		}
@@ -126,7 +149,7 @@ func isFileCommand(name string) bool {
 		"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
 		"file", "hexdump", "grep", "egrep", "fgrep", "rg",
 		"mv", "tee", "touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "cp", "install", "ln",
-		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find", "go", "date", "du":
+		"chmod", "chown", "chgrp", "dd", "sed", "sort", "uniq", "tree", "git", "find", "go", "date", "du", "tar", "gtar":
 		return true
 	}
 	return false
@@ -148,13 +171,16 @@ func fileArgs(name string, words []Word) []fileArg {
 	case "cat", "head", "tail", "less", "more", "nl", "tac", "strings", "xxd", "od", "base64",
 		"cut", "diff", "cmp", "wc", "stat", "comm", "paste", "join", "md5sum", "sha1sum", "sha256sum", "sha512sum",
 		"file", "hexdump":
-		return all(false)
+		// Options that name a file read: diff --from-file/--to-file, wc
+		// --files0-from (its names end up in messages).
+		return append(all(false), read(append(optValue(words, "", "--from-file"), append(optValue(words, "", "--to-file"),
+			optValue(words, "", "--files0-from")...)...))...)
 	case "grep", "egrep", "fgrep", "rg":
 		// The pattern is the first operand unless -e or -f gives it.
 		if len(optValue(words, "-e", "--regexp")) == 0 && len(optValue(words, "-f", "--file")) == 0 && len(ops) > 0 {
 			ops = ops[1:]
 		}
-		var out []fileArg
+		out := read(optValue(words, "-f", "--file")) // the patterns' file
 		for _, w := range ops {
 			out = append(out, fileArg{w: w, write: false})
 		}
@@ -192,7 +218,9 @@ func fileArgs(name string, words []Word) []fileArg {
 	case "sed":
 		return sedArgs(words, ops)
 	case "sort":
-		return append(all(false), written(optValue(words, "-o", "--output"))...)
+		return append(append(all(false), written(optValue(words, "-o", "--output"))...), read(optValue(words, "", "--files0-from"))...)
+	case "tar", "gtar":
+		return tarArgs(words)
 	case "uniq":
 		if len(ops) > 1 {
 			return []fileArg{{w: ops[0], write: false}, {w: ops[1], write: true}}
@@ -297,6 +325,50 @@ func copyArgs(name string, words, ops []Word) []fileArg {
 	return append(append(out, written(t)...), destWrites(words, t, srcs, name)...)
 }
 
+// tarArgs: the archive (-f) is written when tar creates, appends or
+// updates one and read otherwise; list files (-T, -X) are read; the
+// snapshot (-g) and index files are written; what an extraction writes is
+// named inside the archive: unknown.
+func tarArgs(words []Word) []fileArg {
+	mode := ""
+	for i, w := range words {
+		v := w.Values[0]
+		switch {
+		case w.Dynamic:
+		case strings.HasPrefix(v, "--"):
+			switch l := longOption(strings.SplitN(v, "=", 2)[0], []string{"--extract", "--get", "--create", "--append", "--update", "--concatenate", "--catenate", "--delete"}); l {
+			case "--extract", "--get":
+				mode += "x"
+			case "":
+			default:
+				mode += "c"
+			}
+		case strings.HasPrefix(v, "-") || i == 0:
+			// A cluster, or the old-style first word (tar xf a.tar).
+			if strings.ContainsAny(v, "x") {
+				mode += "x"
+			}
+			if strings.ContainsAny(v, "crAu") {
+				mode += "c"
+			}
+		}
+	}
+	var out []fileArg
+	archives := optValue(words, "-f", "--file")
+	if len(words) > 0 && !strings.HasPrefix(words[0].Values[0], "-") && strings.Contains(words[0].Values[0], "f") && len(words) > 1 {
+		archives = append(archives, words[1]) // tar cf ARCHIVE …
+	}
+	for _, a := range archives {
+		out = append(out, fileArg{w: a, write: strings.Contains(mode, "c")})
+	}
+	out = append(out, read(append(optValue(words, "-T", "--files-from"), optValue(words, "-X", "--exclude-from")...))...)
+	out = append(out, written(append(optValue(words, "-g", "--listed-incremental"), optValue(words, "", "--index-file")...))...)
+	if strings.Contains(mode, "x") {
+		out = append(out, unknownWrite)
+	}
+	return out
+}
+
 // unknownWrite is a write whose path cannot be known statically.
 var unknownWrite = fileArg{w: Word{Values: []string{""}, Dynamic: true}, write: true}
 
@@ -324,10 +396,14 @@ func destWrites(words, targets, srcs []Word, name string) []fileArg {
 			dests = append(dests, tv)
 			dir := explicit || strings.HasSuffix(tv, "/") || tv == "." || tv == ".." || tv == "~"
 			for _, s := range srcs {
+				if s.Dynamic {
+					out = append(out, unknownWrite) // a source's name known only when it runs
+					continue
+				}
 				for _, sv := range s.Values {
-					into := filepath.Base(sv)
-					out = append(out, fileArg{w: Word{Values: []string{tv}, Dynamic: t.Dynamic, Glob: t.Glob}, write: true, into: into, always: dir})
-					dests = append(dests, filepath.Join(tv, into))
+					src := Word{Values: []string{sv}, Glob: s.Glob}
+					out = append(out, fileArg{w: Word{Values: []string{tv}, Dynamic: t.Dynamic, Glob: t.Glob}, write: true, into: &src, always: dir})
+					dests = append(dests, filepath.Join(tv, filepath.Base(sv)))
 				}
 			}
 		}
@@ -376,32 +452,24 @@ func sedArgs(words, ops []Word) []fileArg {
 		}
 		out = append(out, fileArg{w: w, write: inPlace})
 	}
+	if len(optValue(words, "-f", "--file")) > 0 {
+		out = append(out, unknownWrite) // a script file's w commands
+	}
 	for _, s := range scripts {
-		for _, f := range sedWrites(s.Values[0]) {
+		in := readSed(s.Values[0])
+		if s.Dynamic || in.unsure {
+			out = append(out, unknownWrite)
+		}
+		for _, f := range in.reads {
+			out = append(out, fileArg{w: Word{Values: []string{f}, Dynamic: s.Dynamic}, write: false})
+		}
+		for _, f := range in.writes {
 			out = append(out, fileArg{w: Word{Values: []string{f}, Dynamic: s.Dynamic}, write: true})
 		}
 	}
 	return out
 }
 
-// sedWrites finds the files a sed script's w and W commands (and the w
-// flag of s///) write. It over-approximates: a w after a ; or newline,
-// or after the closing delimiter of an s command.
-func sedWrites(script string) []string {
-	var out []string
-	for _, line := range strings.FieldsFunc(script, func(r rune) bool { return r == '\n' || r == ';' }) {
-		l := strings.TrimSpace(line)
-		for _, cmd := range []string{"w ", "W "} {
-			if i := strings.Index(l, cmd); i >= 0 && (i == 0 || strings.ContainsRune("/0123456789$gpIiMme}", rune(l[i-1]))) {
-				out = append(out, strings.TrimSpace(l[i+2:]))
-			}
-		}
-	}
-	return out
-}
-
-// sedRunsCode reports whether a sed script has an e command or the e flag
-// of s///: sed then runs shell commands.
 // sedMayRunCode reports whether sed's arguments may run a command: a
 // script (any argument, or an -e/--expression value under any spelling)
 // with the e command or flag, or a script file (-f, --file), which is not
@@ -409,32 +477,22 @@ func sedWrites(script string) []string {
 func sedMayRunCode(words []Word) bool {
 	for _, w := range words {
 		v := w.Values[0]
-		if w.Dynamic || sedRunsCode(v) {
-			return true
-		}
 		name, _, _ := strings.Cut(v, "=")
-		if len(name) >= 3 && strings.HasPrefix(name, "--") && strings.HasPrefix("--file", name) ||
+		if w.Dynamic || len(name) >= 3 && strings.HasPrefix(name, "--") && strings.HasPrefix("--file", name) ||
 			len(v) > 1 && v[0] == '-' && v[1] != '-' && strings.ContainsRune(v, 'f') {
 			return true
 		}
 	}
-	return slices.ContainsFunc(optValue(words, "-e", "--expression"), func(w Word) bool { return sedRunsCode(w.Values[0]) })
+	scripts := optValue(words, "-e", "--expression")
+	if ops, _ := operands(words); len(scripts) == 0 && len(ops) > 0 {
+		scripts = ops[:1]
+	}
+	return slices.ContainsFunc(scripts, func(w Word) bool { return sedRunsCode(w.Values[0]) })
 }
 
 func sedRunsCode(script string) bool {
-	for _, line := range strings.FieldsFunc(script, func(r rune) bool { return r == '\n' || r == ';' }) {
-		l := strings.TrimLeft(strings.TrimSpace(line), "0123456789,$/ !")
-		if strings.HasPrefix(l, "e") {
-			return true
-		}
-		if strings.HasPrefix(l, "s") && len(l) > 1 {
-			d := l[1]
-			if parts := strings.Split(l, string(d)); len(parts) >= 4 && strings.Contains(parts[len(parts)-1], "e") {
-				return true
-			}
-		}
-	}
-	return false
+	in := readSed(script)
+	return in.runs || in.unsure
 }
 
 // resolveWord returns the absolute paths a word may name, one per value

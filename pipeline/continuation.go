@@ -40,8 +40,13 @@ func parseBash(code string) (*syntax.File, error) {
 //     so "EO\<newline>F" (or "\<newline>EOF") ends the document there; the
 //     parser reads on, taking the commands after it for text.
 func continuationMismatch(f *syntax.File, src string) string {
-	if !strings.Contains(src, "\\\n") && !strings.Contains(src, "\\\r") {
-		return "" // no backslash before a line's end: nothing to read differently
+	if !strings.Contains(src, "\\\n") && !strings.Contains(src, "\\\r") && !strings.Contains(src, ")\n") {
+		return "" // no backslash before a line's end, no ")": nothing to read differently
+	}
+	if strings.Contains(src, "\\\r\n") {
+		// The parser takes backslash-CR-LF for a line continuation; for
+		// bash the backslash quotes the CR and the LF ends the command.
+		return "a backslash before a CR-LF line end (bash ends the command there; the next line would be hidden from the rules)"
 	}
 	why := ""
 	syntax.Walk(f, func(n syntax.Node) bool {
@@ -52,7 +57,7 @@ func continuationMismatch(f *syntax.File, src string) string {
 			}
 		case *syntax.Redirect:
 			if (n.Op == syntax.Hdoc || n.Op == syntax.DashHdoc) && n.Hdoc != nil && endsEarly(n) {
-				why = "a here-document that a backslash-newline ends early for bash (the lines after it would run as commands)"
+				why = "a here-document that bash ends early (a backslash-newline joining its delimiter, or the delimiter before a \")\"): the lines after it would run as commands"
 			}
 		}
 		return why == ""
@@ -89,7 +94,8 @@ func endsEarly(r *syntax.Redirect) bool {
 		if r.Op == syntax.DashHdoc {
 			line = strings.TrimLeft(line, "\t")
 		}
-		if line == delim {
+		// Inside $( ), bash 5.2 also ends the document at "DELIM)".
+		if line == delim || strings.HasPrefix(line, delim+")") {
 			return true
 		}
 	}

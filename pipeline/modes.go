@@ -44,6 +44,9 @@ func (g *Gate) isReadOnly(sc SimpleCommand) bool {
 	if len(sc.Args) == 0 || sc.Args[0] == "" || sc.ExecWrapper || sc.DynamicName || sc.UnsafeEnv || sc.FromStdin || sc.Privileged || sc.Arith || sc.Unseen != "" {
 		return false
 	}
+	if sc.Linked && len(sc.Args) > 1 {
+		return false // an operand may go through a link made earlier in the string
+	}
 	for _, rd := range sc.Redirects {
 		if rd.Output && rd.Path != "/dev/null" {
 			return false

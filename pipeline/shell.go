@@ -51,6 +51,10 @@ type SimpleCommand struct {
 	// (a prefix, env NAME=VALUE, or an earlier statement of the string):
 	// it may change what runs (PATH, LD_PRELOAD, GIT_*, BASH_ENV …).
 	UnsafeEnv bool
+	// Linked: an earlier command of the string made a link (ln, cp -s,
+	// cp -l): a path of this one may go through it to another file, so
+	// its files are not known statically.
+	Linked bool
 	// Unseen, when set, says why what the command runs is known only when
 	// it runs (git configuration from the environment or a file, a file a
 	// shell reads first): no allow rule can vouch for it.
@@ -150,6 +154,7 @@ type splitter struct {
 	src, home string
 	dirs      []string // where the next command may run; "" is unknown
 	tainted   bool     // an earlier statement assigned an unsafe variable
+	linked    bool     // an earlier command made a link (SimpleCommand.Linked)
 	unseen    string   // the command being read runs what no rule sees: SimpleCommand.Unseen
 	// argv0 is the name exec -a gives the command being read (dynamic:
 	// known only at run time).

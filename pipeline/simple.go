@@ -126,7 +126,7 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 		// Each value of a brace expansion is an argument of its own:
 		// {rm,ls} -rf ~ runs rm.
 		for i, v := range ew.Values {
-			words = append(words, Word{Values: ew.Values[i : i+1 : i+1], Dynamic: ew.Dynamic, Glob: ew.Glob})
+			words = append(words, Word{Values: ew.Values[i : i+1 : i+1], Dynamic: ew.Dynamic, Glob: ew.Glob, Prefix: ew.Prefix})
 			first, args = append(first, v), append(args, w)
 		}
 	}
@@ -155,6 +155,10 @@ func (sp *splitter) simple(ce *syntax.CallExpr, rs []*syntax.Redirect) SimpleCom
 	sp.subscripts(&sc, ce.Assigns)
 	if len(sc.Args) > 0 {
 		sp.builtinVars(&sc)
+		sc.Linked = sp.linked
+		if makesLink(sc.Args) {
+			sp.linked = true
+		}
 		sp.nameOperands(&sc, wargs)
 		name, _ := progName(sc.Args[0])
 		sc.ExecWrapper = slices.Contains(execWrappers, name) || name == "find" && slices.ContainsFunc(sc.Args[1:], func(a string) bool {
@@ -417,11 +421,16 @@ func (sp *splitter) sourceArgs(sc SimpleCommand, rs []*syntax.Redirect, name str
 		sp.unseen = name + " runs a script known only when it runs"
 		return
 	}
-	switch a := w.Values[0]; {
-	case a == "/dev/stdin" || a == "/proc/self/fd/0" || a == "-":
+	if a := w.Values[0]; a == "--" && len(sc.Words) > 2 && !sc.Words[2].Dynamic {
+		w = sc.Words[2] // source -- FILE
+	}
+	switch fd := descriptorPath(w.Values[0]); {
+	case w.Values[0] == "-":
 		sp.fdScript(sc, rs, name, "0")
-	case strings.HasPrefix(a, "/dev/fd/") || strings.HasPrefix(a, "/proc/self/fd/"):
-		sp.fdScript(sc, rs, name, a[strings.LastIndexByte(a, '/')+1:])
+	case fd == "?":
+		sp.unseen = name + " runs a script from another process's descriptor"
+	case fd != "":
+		sp.fdScript(sc, rs, name, fd)
 	}
 }
 
@@ -495,10 +504,10 @@ func (sp *splitter) shellArgs(sc SimpleCommand, rs []*syntax.Redirect, name stri
 				sp.inner(sc, a, name+" -c")
 			case withS:
 				sp.stdinScript(sc, rs, name) // the operands are $1 …
-			case a == "/dev/stdin" || a == "/proc/self/fd/0":
-				sp.fdScript(sc, rs, name, "0")
-			case strings.HasPrefix(a, "/dev/fd/") || strings.HasPrefix(a, "/proc/self/fd/"):
-				sp.fdScript(sc, rs, name, a[strings.LastIndexByte(a, '/')+1:])
+			case descriptorPath(a) == "?":
+				sp.unseen = name + " reads its script from another process's descriptor"
+			case descriptorPath(a) != "":
+				sp.fdScript(sc, rs, name, descriptorPath(a))
 			}
 			return // else a script file: not a string we can read
 		}
@@ -785,4 +794,47 @@ func (sp *splitter) builtinVars(sc *SimpleCommand) {
 	if name == "read" || name == "mapfile" || name == "readarray" {
 		sp.tainted = true // it assigns what it reads: PATH, IFS …
 	}
+}
+
+// descriptorPath returns the descriptor of this process that a path opens
+// in any spelling (/dev/stdin, /dev/./stdin, //dev/stdin, /dev/fd/N,
+// /proc/self/fd/N, /proc/thread-self/fd/N, through /proc/self/root), "?"
+// for another process's descriptor (/proc/PID/fd/N), and "" for a path
+// that names none.
+func descriptorPath(v string) string {
+	c := filepath.Clean(v)
+	for _, root := range []string{"/proc/self/root/", "/proc/thread-self/root/"} {
+		for strings.HasPrefix(c, root) {
+			c = filepath.Clean("/" + c[len(root):])
+		}
+	}
+	if c == "/dev/stdin" {
+		return "0"
+	}
+	for _, dir := range []string{"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"} {
+		if n, ok := strings.CutPrefix(c, dir); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return n
+		}
+	}
+	if strings.HasPrefix(c, "/proc/") && strings.Contains(c, "/fd/") || c == "/dev/fd" {
+		return "?"
+	}
+	return ""
+}
+
+// makesLink reports whether a command makes a link another command could
+// write or read through: ln (symbolic or hard), cp -s/-l/--symbolic-link/
+// --link.
+func makesLink(args []string) bool {
+	name, _ := progName(args[0])
+	switch name {
+	case "ln", "link", "symlink":
+		return true
+	case "cp":
+		return slices.ContainsFunc(args[1:], func(a string) bool {
+			return strings.HasPrefix(a, "--sym") || strings.HasPrefix(a, "--li") ||
+				len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsAny(a, "sl")
+		})
+	}
+	return false
 }

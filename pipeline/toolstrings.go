@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -136,8 +137,14 @@ func (sp *splitter) makeStrings(sc SimpleCommand, rs []*syntax.Redirect) {
 	for j := 1; j < len(sc.Words); j++ {
 		w := sc.Words[j]
 		if w.Dynamic {
-			if j > 1 && makeTakesValue(sc.Words[j-1].Values[0]) {
+			switch prev := sc.Words[j-1]; {
+			case j > 1 && !prev.Dynamic && makeTakesValue(prev.Values[0]):
 				sp.unseen = "make reads a makefile known only when it runs"
+			case makeSafePrefix(w.Prefix):
+			case j == 1 || prev.Dynamic || !makeValuedOption(prev.Values[0]):
+				// An option, or a variable definition, known only when it
+				// runs: it could be --eval or x:=$(shell …).
+				sp.unseen = "make has an argument known only when it runs"
 			}
 			continue
 		}
@@ -177,12 +184,49 @@ func (sp *splitter) makeStrings(sc SimpleCommand, rs []*syntax.Redirect) {
 				}
 				break
 			}
-		case strings.HasPrefix(v, "SHELL=") || strings.HasPrefix(v, ".SHELLFLAGS=") || strings.HasPrefix(v, "MAKEFLAGS="):
-			sp.unseen = "make " + v[:strings.IndexByte(v, '=')] + ": its recipes run with a shell or flags chosen on the command line"
+		case makeControlVar(v):
+			sp.unseen = "make " + v[:strings.IndexByte(v, '=')] + ": its recipes run with a shell, flags or makefiles chosen on the command line"
 		case strings.Contains(v, "="):
 			sp.makeVariable(sc, v)
 		}
 	}
+}
+
+// makeValuedOption reports whether a make option word takes the next
+// word as a value that is no code: a directory, a job count, a file name
+// (-C DIR, -j N, -o FILE, --directory DIR …).
+func makeValuedOption(v string) bool {
+	if strings.HasPrefix(v, "--") {
+		l := longOption(v, makeLongOpts)
+		return !strings.Contains(v, "=") && slices.Contains([]string{"--directory", "--include-dir", "--jobs", "--load-average",
+			"--old-file", "--assume-old", "--what-if", "--new-file", "--assume-new"}, l)
+	}
+	return len(v) > 1 && v[0] == '-' && strings.ContainsRune("CIoWjl", rune(v[len(v)-1]))
+}
+
+// makeSafePrefix reports whether a make argument whose value is known only
+// at run time starts as no code can: an option whose value follows
+// (-j$(nproc), -C"$DIR") or a plain variable definition (V=$X, not :=,
+// != or a control variable).
+func makeSafePrefix(p string) bool {
+	if strings.HasPrefix(p, "-") && !strings.HasPrefix(p, "--") {
+		return strings.ContainsRune("CIoWjl", rune(p[len(p)-1])) && !strings.ContainsAny(p, "fE")
+	}
+	name, ok := strings.CutSuffix(p, "=")
+	return ok && name != "" && strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == "" && !makeControlVar(p)
+}
+
+// makeControlVar reports whether a command-line variable definition sets
+// what make runs recipes with or reads (SHELL, .SHELLFLAGS, MAKEFLAGS,
+// MAKEFILES …), under any assignment operator or override.
+func makeControlVar(v string) bool {
+	name, _, _ := strings.Cut(v, "=")
+	name = strings.TrimRight(strings.TrimPrefix(strings.TrimSpace(name), "override "), ":!+?")
+	switch strings.TrimSpace(name) {
+	case "SHELL", ".SHELLFLAGS", "MAKEFLAGS", "GNUMAKEFLAGS", "MAKEFILES", "MAKESHELL", ".DEFAULT_GOAL", "MAKE":
+		return true
+	}
+	return false
 }
 
 // makeTakesValue reports whether a make option word takes the next word
@@ -203,12 +247,14 @@ func makeTakesValue(v string) bool {
 // makeValue reads an --eval text, or the makefile of -f when it is
 // standard input.
 func (sp *splitter) makeValue(sc SimpleCommand, rs []*syntax.Redirect, eval bool, val string) {
+	fd := descriptorPath(val)
 	switch {
 	case eval:
 		sp.makefile(sc, val)
-	case val == "-" || val == "/dev/stdin" || val == "/dev/fd/0" || val == "/proc/self/fd/0":
+	case filepath.Clean(val) == "-" || fd == "0":
+		// make takes ./- for standard input too (it drops a leading ./).
 		sp.makefileFromInput(sc, rs)
-	case strings.HasPrefix(val, "/dev/fd/") || strings.HasPrefix(val, "/proc/"):
+	case fd != "" || strings.HasPrefix(filepath.Clean(val), "/proc/"):
 		sp.unseen = "make reads a makefile from a descriptor"
 	}
 }
@@ -408,10 +454,23 @@ var unseenFlags = map[string]struct {
 // the long option; an option that runs what sbx cannot read makes the
 // command Unseen.
 func (sp *splitter) programOptions(sc SimpleCommand, name string) {
-	vals := staticValues(sc.Words[1:])
+	vals := make([]string, 0, len(sc.Words)-1)
+	for j, w := range sc.Words[1:] {
+		if !w.Dynamic {
+			vals = append(vals, w.Values...)
+			continue
+		}
+		vals = append(vals, "") // keeps the positions
+		if prev := sc.Words[j]; (name == "tar" || name == "gtar") && (j == 0 || prev.Dynamic || !tarValuedOption(prev.Values[0], j == 1)) {
+			sp.unseen = name + " has an argument known only when it runs (it could be an option that runs a command)"
+		}
+	}
 	for j := 0; j < len(vals); j++ {
 		v := vals[j]
 		opt, val, glued := strings.Cut(v, "=")
+		if name == "less" {
+			opt = strings.ToLower(opt) // less takes its long options in any case
+		}
 		if long := longOption(opt, programFlags[name]); long != "" {
 			if !glued {
 				if j++; j >= len(vals) {
@@ -435,6 +494,18 @@ func (sp *splitter) programOptions(sc SimpleCommand, name string) {
 			sp.unseen = name + " " + v + ": it runs what sbx cannot read"
 		}
 	}
+}
+
+// tarValuedOption reports whether a tar option word takes the next word
+// as a value that is no command (an archive, a directory, a list file):
+// a short option or an old-style first word ending in one of those
+// letters, or such a long option.
+func tarValuedOption(v string, first bool) bool {
+	if strings.HasPrefix(v, "--") {
+		return !strings.Contains(v, "=") && longOption(v, []string{"--file", "--directory", "--files-from", "--exclude-from",
+			"--listed-incremental", "--label", "--newer", "--after-date", "--owner", "--group", "--mode", "--exclude"}) != ""
+	}
+	return (strings.HasPrefix(v, "-") || first) && len(v) > 1 && strings.ContainsRune("fCTXgbHLK", rune(v[len(v)-1]))
 }
 
 // longOption returns the option of longs that opt spells, whole or as an

@@ -22,6 +22,9 @@ type Word struct {
 	// Glob: an unquoted *, ? or [ that bash matches against the file
 	// system; Values hold the pattern.
 	Glob bool
+	// Prefix is a Dynamic word's literal start, before its first
+	// expansion ("-j" of -j$(nproc), "V=" of V=$X).
+	Prefix string
 }
 
 // wordEnv answers the expander: HOME and PWD are known, every other
@@ -93,7 +96,7 @@ func expandDynamic(w *syntax.Word, home, cwd string) Word {
 		out.Values = append(out.Values, fields[0])
 	}
 	if out.Dynamic || len(out.Values) == 0 {
-		return Word{Values: []string{""}, Dynamic: true, Glob: out.Glob}
+		return Word{Values: []string{""}, Dynamic: true, Glob: out.Glob, Prefix: litPrefix(w)}
 	}
 	if len(braced) > 1 && !quoted(w) {
 		// An empty word from a brace expansion vanishes ({,x} is x).
@@ -189,4 +192,17 @@ func unquotedGlob(w *syntax.Word) bool {
 		}
 	}
 	return false
+}
+
+// litPrefix is the unquoted literal text a word starts with.
+func litPrefix(w *syntax.Word) string {
+	var b strings.Builder
+	for _, p := range w.Parts {
+		lit, ok := p.(*syntax.Lit)
+		if !ok {
+			break
+		}
+		b.WriteString(lit.Value)
+	}
+	return b.String()
 }
