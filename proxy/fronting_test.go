@@ -193,37 +193,22 @@ func TestTunnelEveryRequestChecked(t *testing.T) {
 // with no Host header (RFC 9112 §3.2.2: the server takes the target's
 // host), first on the stream or after a good request.
 func TestTunnelOtherHostForms(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var mu sync.Mutex
 	var got bytes.Buffer
-	go func() {
+	port := rawServer(t, func(c net.Conn) {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 4096)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(b)
+			mu.Lock()
+			got.Write(b[:n])
+			mu.Unlock()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				b := make([]byte, 4096)
-				for {
-					n, err := c.Read(b)
-					mu.Lock()
-					got.Write(b[:n])
-					mu.Unlock()
-					if err != nil {
-						return
-					}
-					c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-				}
-			}()
+			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	})
 	h := newHarness(t, []string{"api.example.test", "127.0.0.1"}, nil)
 	good := fmt.Sprintf("GET /good HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port)
 	for _, evil := range []string{
