@@ -23,9 +23,14 @@ const maxInjectBody = 1 << 20
 // that names a port (host:443) holds for that port only, one without for
 // every port.
 func bound(s *creds.Secret, h netrules.Host, port int) bool {
+	return boundWhere(s, h, port, func(*netrules.Rule) bool { return true })
+}
+
+// boundWhere is bound through the bindings keep accepts.
+func boundWhere(s *creds.Secret, h netrules.Host, port int, keep func(*netrules.Rule) bool) bool {
 	for _, p := range s.Hosts {
 		r, err := netrules.ParseRule(p, "sandbox.credentials")
-		if err != nil || (r.Port != 0 && r.Port != port) {
+		if err != nil || (r.Port != 0 && r.Port != port) || !keep(r) {
 			continue
 		}
 		set := &netrules.Set{Allow: []netrules.Rule{*r}}
@@ -177,20 +182,7 @@ func (e *ExfiltrationError) Error() string {
 // the way), and not through a binding that names port 443 (a credential
 // file's https:// registry).
 func boundPlain(s *creds.Secret, h netrules.Host, port int) bool {
-	if s.TLSOnly {
-		return false
-	}
-	for _, p := range s.Hosts {
-		r, err := netrules.ParseRule(p, "sandbox.credentials")
-		if err != nil || r.Port == 443 || (r.Port != 0 && r.Port != port) {
-			continue
-		}
-		set := &netrules.Set{Allow: []netrules.Rule{*r}}
-		if set.Decide(h, port).Decision == netrules.Allow {
-			return true
-		}
-	}
-	return false
+	return !s.TLSOnly && boundWhere(s, h, port, func(r *netrules.Rule) bool { return r.Port != 443 })
 }
 
 // tunnelLeak is the check of a plaintext request head inside a tunnel to
