@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -122,5 +123,42 @@ curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; s
 	}
 	if !resumed {
 		t.Errorf("the command did not go on after the answer:\n%q", s.String())
+	}
+}
+
+// When sbx's output goes to a pipe (sbx run … | tee log), what the command
+// wrote before the pause may reach the terminal after the question: sbx
+// denies without asking, and says why.
+func TestNetAskDeniedWhenOutputIsAPipe(t *testing.T) {
+	e := newEnv(t)
+	requireCurl(t)
+	srv := newCounted(t, false)
+	ptmx, pts := openPTY(t)
+	defer ptmx.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	go io.Copy(io.Discard, pr)
+	cmd := exec.Command(sbxBin, "run", "--", "curl", "-s", "-m", "20", "-o", "/dev/null", fmt.Sprintf("http://host.sbx.internal:%d/asked", srv.port))
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pw, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	pw.Close()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var s screen
+	go s.read(ptmx)
+	out := s.waitFor(t, "denied without asking")
+	if strings.Contains(out, "[d] deny") || !strings.Contains(out, "pipe") {
+		t.Errorf("asked, or did not say why:\n%q", out)
+	}
+	cmd.Wait()
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("the host got %d requests", n)
 	}
 }

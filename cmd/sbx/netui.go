@@ -35,8 +35,11 @@ func (a *ttyAsker) ask(host string, port int, pause pipeline.Pause) bool {
 		return false
 	}
 	defer tty.Close()
-	if pause == nil {
+	switch {
+	case pause == nil:
 		err = errors.New("sbx cannot pause the sandbox on this platform")
+	case relayed(os.Stdout) || relayed(os.Stderr):
+		err = errors.New("the command's output goes to a pipe, which could bring it to this terminal after the question")
 	}
 	var resume func()
 	if err == nil {
@@ -67,4 +70,14 @@ func (a *ttyAsker) ask(host string, port int, pause pipeline.Pause) bool {
 		a.decided[key] = false
 		return false
 	}
+}
+
+// relayed reports whether f is a pipe or a socket: what the command wrote
+// before it was paused may still be on its way through it (and through
+// whatever reads it: tee) to the terminal, after the question, where it
+// could write over it. A terminal keeps the order of what is written to
+// it; a file or /dev/null shows nothing there.
+func relayed(f *os.File) bool {
+	fi, err := f.Stat()
+	return err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0
 }
