@@ -113,7 +113,11 @@ func (m *masker) mask(what, value, host string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m.secrets = append(m.secrets, &Secret{Name: m.name + " " + what, value: value, Placeholder: ph, Hosts: hostList(host), Mode: Mask})
+	// A file that names the host but no port or scheme (netrc's machine)
+	// does not say the value may travel in clear: TLS only.
+	_, _, err = net.SplitHostPort(host)
+	m.secrets = append(m.secrets, &Secret{Name: m.name + " " + what, value: value, Placeholder: ph, Hosts: hostList(host), Mode: Mask,
+		TLSOnly: host != "" && err != nil})
 	return ph, nil
 }
 

@@ -834,3 +834,30 @@ func TestPlaceholderToUnboundHostOtherForms(t *testing.T) {
 		}
 	}
 }
+
+// A netrc password is bound to its machine with no port: TLS only, as the
+// file does not say it may travel in clear (a red team saw it sent on port
+// 80 and in clear on 443).
+func TestNetrcPasswordTLSOnly(t *testing.T) {
+	m, err := creds.MaskFile(".netrc", "/h/.netrc", []byte("machine git.example login u password NETRCSECRET111111\n"))
+	if err != nil || len(m.Secrets) != 1 {
+		t.Fatal(m, err)
+	}
+	sec := m.Secrets[0]
+	s := &Server{Secrets: m.Secrets}
+	h, _ := netrules.NormalizeHost("git.example")
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:"+sec.Placeholder))
+	for _, port := range []int{80, 443} {
+		r := httptest.NewRequest("GET", fmt.Sprintf("http://git.example:%d/", port), nil)
+		r.Header.Set("Authorization", basic)
+		var ex *ExfiltrationError
+		if err := s.injectHTTP(r, h, port); !errors.As(err, &ex) || !ex.Plain {
+			t.Errorf("plain HTTP to %d: %v %v", port, err, r.Header)
+		}
+	}
+	r := httptest.NewRequest("GET", "https://git.example/", nil)
+	r.Header.Set("Authorization", basic)
+	if err := s.injectHTTP(r, h, 443); err != nil || !strings.Contains(r.Header.Get("Authorization"), base64.StdEncoding.EncodeToString([]byte("u:NETRCSECRET111111"))) {
+		t.Errorf("over TLS: %v %v", err, r.Header)
+	}
+}
