@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -47,7 +48,22 @@ func (b *Blocked) record(e Event) {
 		b.more++
 		return
 	}
-	b.lines = append(b.lines, fmt.Sprintf("blocked %s (%s)", key, e.Reason))
+	b.lines = append(b.lines, fmt.Sprintf("blocked %s (%s)", printable(key), printable(e.Reason)))
+}
+
+// printable is s with control characters and invisible or non-ASCII
+// letters quoted as Go escapes (\x1b, \u0456): a name the sandboxed
+// command chose reaches sbx's stderr and the tool_result, where escape
+// sequences would redraw the terminal and a homoglyph pass for another
+// host.
+func printable(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f {
+			q := strconv.QuoteToASCII(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
 }
 
 // Lines are one line per blocked destination, in the order first seen.

@@ -182,8 +182,10 @@ type framer struct {
 	buf     []byte
 	err     error
 	// check, when set, is asked about every head (in a tunnel: does it
-	// name the tunnel's host?).
+	// name the tunnel's host?); bodies are then searched for a hidden
+	// request (hiddenRequest), carry holding the end of the last piece.
 	check func(*Head) error
+	carry []byte
 }
 
 func newFramer(r io.Reader) *framer {
@@ -238,6 +240,7 @@ func (f *framer) step() error {
 		}
 	}
 	f.out = append(lead, head...)
+	f.carry = f.carry[:0] // a new body
 	switch {
 	case h.Tunnel:
 		f.tunnel = true
@@ -257,12 +260,44 @@ func (f *framer) pass(limit int64) error {
 	f.out = f.buf[:n]
 	if f.body > 0 {
 		f.body -= int64(n)
+		if f.check != nil && !f.tunnel {
+			if herr := f.hiddenRequest(f.out); herr != nil {
+				f.out = nil // none of it goes on
+				return herr
+			}
+		}
 	}
 	if n > 0 {
 		return nil
 	}
 	return err
 }
+
+// hiddenRequest refuses a body that holds what a server could take for a
+// request of its own (a request line, "METHOD TARGET HTTP/"), with the
+// piece before it: a server that does not read bodies (Python's
+// http.server for a GET, or for a method it does not handle) reads the
+// next request from the body, whose Host no check has seen.
+func (f *framer) hiddenRequest(p []byte) error {
+	buf := append(f.carry, p...)
+	for i := 0; ; {
+		j := bytes.Index(buf[i:], []byte(" HTTP/"))
+		if j < 0 {
+			break
+		}
+		start := bytes.LastIndexAny(buf[:i+j], "\r\n") + 1
+		if line := buf[start : i+j]; bytes.Count(line, []byte(" ")) == 1 && len(line) > 2 && line[0] != ' ' {
+			return &FrontingError{Decided: "(the tunnel's host)", Named: "(a request inside a request body)"}
+		}
+		i += j + 1
+	}
+	f.carry = append(f.carry[:0], buf[max(0, len(buf)-maxHeadLineInBody):]...)
+	return nil
+}
+
+// maxHeadLineInBody is how much of a body's end is kept to find a request
+// line split across two reads.
+const maxHeadLineInBody = 8 << 10
 
 // readHead reads one request head; lead holds the empty lines before it,
 // which are passed on unchanged (RFC 9112 lets a server skip them).

@@ -268,6 +268,9 @@ func newTunnelStream(up net.Conn, check *firstCheck, count func(int), refused fu
 			// is not read here: what follows cannot be told apart.
 			return &FrontingError{Decided: host.String(), Named: "(an Upgrade or CONNECT inside a tunnel)"}
 		}
+		if !plainTarget(h.Target) {
+			return &FrontingError{Decided: host.String(), Named: fmt.Sprintf("(a request target a server may read as another host: %q)", h.Target)}
+		}
 		for _, name := range namedHosts(h) {
 			if hh, _, err := net.SplitHostPort(name); err == nil {
 				name = hh
@@ -312,6 +315,23 @@ func newTunnelStream(up net.Conn, check *firstCheck, count func(int), refused fu
 		}
 	}()
 	return ts
+}
+
+// plainTarget reports whether a request target in a tunnel is one whose
+// host no server reads differently: a path ("/…", not "//…"), "*", or an
+// absolute URI "scheme://…" (whose host namedHosts compares). A
+// network-path reference (//evil/x) and a URI without "//" (http:evil,
+// http:\\evil) are hosts to a URL parser that resolves them against the
+// server's own address (Node's new URL(target, base)).
+func plainTarget(t string) bool {
+	switch {
+	case t == "*":
+		return true
+	case strings.HasPrefix(t, "/"):
+		return !strings.HasPrefix(t, "//") && !strings.HasPrefix(t, "/\\")
+	}
+	scheme, _, ok := strings.Cut(t, "://")
+	return ok && scheme != "" && strings.Trim(strings.ToLower(scheme), "abcdefghijklmnopqrstuvwxyz0123456789+.-") == ""
 }
 
 // namedHosts are the hosts a request head names: its Host header and the

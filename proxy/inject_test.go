@@ -861,3 +861,16 @@ func TestNetrcPasswordTLSOnly(t *testing.T) {
 		t.Errorf("over TLS: %v %v", err, r.Header)
 	}
 }
+
+// A host name the sandboxed command chose is printed with its control
+// characters and non-ASCII letters escaped in the blocked lines (they reach
+// the terminal and the tool_result).
+func TestBlockedLinesEscaped(t *testing.T) {
+	var b Blocked
+	b.Wrap(nil)(Event{Decision: "deny", Host: "\x1b[2K\rgithub.com", Port: 443, Reason: "r\x00"})
+	b.Wrap(nil)(Event{Decision: "deny", Host: "g\u0456thub.com", Port: 443, Reason: "x"})
+	got := strings.Join(b.Lines(), "\n")
+	if strings.ContainsAny(got, "\x1b\r\x00\u0456") || !strings.Contains(got, `\x1b[2K\rgithub.com:443`) || !strings.Contains(got, `g\u0456thub.com`) {
+		t.Errorf("%q", got)
+	}
+}
