@@ -40,7 +40,8 @@ type Secret struct {
 	Hosts       []string // host patterns it may be sent to (netrules syntax)
 	Mode        Mode
 	// TLSOnly: the value goes to Hosts over TLS only (set when they are
-	// sbx's defaults for the name, which no one chose for plain HTTP).
+	// sbx's defaults for the name, or a credential file's host with no
+	// port: neither says plain HTTP is meant).
 	TLSOnly bool
 }
 
