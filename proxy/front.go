@@ -274,22 +274,25 @@ func (f *framer) pass(limit int64) error {
 }
 
 // hiddenRequest refuses a body that holds what a server could take for a
-// request of its own (a request line, "METHOD TARGET HTTP/"), with the
-// piece before it: a server that does not read bodies (Python's
-// http.server for a GET, or for a method it does not handle) reads the
-// next request from the body, whose Host no check has seen.
+// request of its own: a version ("HTTP/" and a digit) after white space,
+// as a request line ends (a server splitting the line on any white space,
+// Python's, takes "GET  /x\tHTTP/1.1" too). A server that does not read
+// bodies (Python's http.server for a GET, or for a method it does not
+// handle) reads the next request from the body, whose Host no check has
+// seen. carry holds the end of the last piece, for a line split across
+// two reads.
 func (f *framer) hiddenRequest(p []byte) error {
 	buf := append(f.carry, p...)
 	for i := 0; ; {
-		j := bytes.Index(buf[i:], []byte(" HTTP/"))
+		j := bytes.Index(buf[i:], []byte("HTTP/"))
 		if j < 0 {
 			break
 		}
-		start := bytes.LastIndexAny(buf[:i+j], "\r\n") + 1
-		if line := buf[start : i+j]; bytes.Count(line, []byte(" ")) == 1 && len(line) > 2 && line[0] != ' ' {
-			return &FrontingError{Decided: "(the tunnel's host)", Named: "(a request inside a request body)"}
+		at := i + j
+		if at > 0 && bytes.IndexByte([]byte(" \t\v\f"), buf[at-1]) >= 0 && at+5 < len(buf) && buf[at+5] >= '0' && buf[at+5] <= '9' {
+			return &FrontingError{Decided: "(the tunnel's host)", Named: "(a request line inside a request body)"}
 		}
-		i += j + 1
+		i = at + 1
 	}
 	f.carry = append(f.carry[:0], buf[max(0, len(buf)-maxHeadLineInBody):]...)
 	return nil

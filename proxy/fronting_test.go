@@ -225,6 +225,7 @@ func TestTunnelOtherHostForms(t *testing.T) {
 		"GET http:secret.example/a HTTP/1.0\r\n\r\n",
 		// A request in a body, for a server that does not read bodies.
 		fmt.Sprintf("GET /c1 HTTP/1.1\r\nHost: api.example.test:%d\r\nContent-Length: 46\r\n\r\nGET /x HTTP/1.1\r\nHost: secret.example\r\n\r\n", port),
+		fmt.Sprintf("GET /c2 HTTP/1.1\r\nHost: api.example.test:%d\r\nContent-Length: 48\r\n\r\nGET  /x\tHTTP/1.1\r\nHost: secret.example\r\n\r\n", port),
 	} {
 		c := h.dial()
 		fmt.Fprintf(c, "CONNECT api.example.test:%d HTTP/1.1\r\nHost: api.example.test:%d\r\n\r\n", port, port)
