@@ -39,6 +39,30 @@ func openPTY(t *testing.T) (ptmx, pts *os.File) {
 	return ptmx, pts
 }
 
+// sbxOnPTY starts sbx with args in the workspace on a new pseudo-terminal
+// (its controlling terminal, stdin, stderr, and stdout unless out is
+// given) and collects what reaches the terminal; the test's end kills it.
+func sbxOnPTY(t *testing.T, e *env, out *os.File, args ...string) (*exec.Cmd, *os.File, *screen) {
+	t.Helper()
+	ptmx, pts := openPTY(t)
+	t.Cleanup(func() { ptmx.Close() })
+	cmd := exec.Command(sbxBin, args...)
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	if out != nil {
+		cmd.Stdout = out
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	s := &screen{}
+	go s.read(ptmx)
+	return cmd, ptmx, s
+}
+
 // screen collects what sbx writes to the terminal.
 type screen struct {
 	mu  sync.Mutex
@@ -85,21 +109,9 @@ func TestNetAskPausesTheSandbox(t *testing.T) {
 	e := newEnv(t)
 	requireCurl(t)
 	srv := newCounted(t, false)
-	ptmx, pts := openPTY(t)
-	defer ptmx.Close()
 	script := fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
 curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; sleep 0.5; kill %%1`, srv.port)
-	cmd := exec.Command(sbxBin, "run", "--", "bash", "-c", script)
-	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pts.Close()
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	var s screen
-	go s.read(ptmx)
+	cmd, ptmx, s := sbxOnPTY(t, e, nil, "run", "--", "bash", "-c", script)
 	out := s.waitFor(t, "[d] deny (default)\r\n> ")
 	asked := len(out)
 	time.Sleep(500 * time.Millisecond)
@@ -133,26 +145,14 @@ func TestNetAskDeniedWhenOutputIsAPipe(t *testing.T) {
 	e := newEnv(t)
 	requireCurl(t)
 	srv := newCounted(t, false)
-	ptmx, pts := openPTY(t)
-	defer ptmx.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pr.Close()
 	go io.Copy(io.Discard, pr)
-	cmd := exec.Command(sbxBin, "run", "--", "curl", "-s", "-m", "20", "-o", "/dev/null", fmt.Sprintf("http://host.sbx.internal:%d/asked", srv.port))
-	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pw, pts
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pts.Close()
+	cmd, _, s := sbxOnPTY(t, e, pw, "run", "--", "curl", "-s", "-m", "20", "-o", "/dev/null", fmt.Sprintf("http://host.sbx.internal:%d/asked", srv.port))
 	pw.Close()
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	var s screen
-	go s.read(ptmx)
 	out := s.waitFor(t, "denied without asking")
 	if strings.Contains(out, "[d] deny") || !strings.Contains(out, "pipe") {
 		t.Errorf("asked, or did not say why:\n%q", out)
