@@ -238,9 +238,11 @@ func TestCtrlZStopsEveryProcess(t *testing.T) {
 		}
 		return st
 	}
+	// At least the two loops; a loop's child caught between its fork and
+	// the exec of sleep still bears the marker, and must stop too.
 	all := func(want string) bool {
 		st := states()
-		return len(st) == 2 && st[0] == want && st[1] == want
+		return len(st) >= 2 && !slices.ContainsFunc(st, func(s string) bool { return s != want })
 	}
 	cmd.Process.Signal(syscall.SIGTSTP)
 	if !waitFor(5*time.Second, func() bool { return procState(cmd.Process.Pid) == "T" && all("T") }) {
