@@ -932,8 +932,11 @@ func startOnLockedThread(cmd *exec.Cmd) (<-chan error, error) {
 // so that the Wait after it returns at once. A goroutine blocked in the
 // wait system call itself keeps its P: sbx runs on one (oneProc), and the
 // runtime's monitor takes it back only after up to 10 ms, a stall of
-// every other goroutine measured at 3-11 ms of a cold start's hand-over
-// to the helper. Without pidfds (Linux < 5.3) it returns at once.
+// every other goroutine. Each wake-up asks the kernel whether the child
+// has exited (waitid, WNOHANG and WNOWAIT: it stays for Wait): the
+// poller's edge for a pidfd that was readable when it was registered can
+// be taken before the wait starts, and is not given again. Without
+// pidfds (Linux < 5.3) it returns at once.
 func awaitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
@@ -949,13 +952,10 @@ func awaitExit(pid int) {
 	if err != nil {
 		return
 	}
-	// The first call finds the process maybe running; the poller calls
-	// again once the pidfd is readable, which is once it has exited.
-	polled := false
-	_ = rc.Read(func(uintptr) bool {
-		done := polled
-		polled = true
-		return done
+	_ = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		return err != nil || info.Signo != 0 // exited (or not ours to wait for)
 	})
 }
 
