@@ -62,7 +62,7 @@ wait`
 	if sizeOf(t, a) != sa || sizeOf(t, b) != sb {
 		t.Error("a process below the init wrote while the sandbox was paused")
 	}
-	if runningTasks(init.Process.Pid) == false {
+	if !runningTasks(init.Process.Pid) {
 		t.Error("the init itself was stopped")
 	}
 	resume()
