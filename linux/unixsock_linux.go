@@ -127,15 +127,18 @@ func newSupervisor(listener int, spec *InitSpec) (*supervisor, error) {
 // sockets, so a tool probing many paths cannot flood the output.
 const maxRefusedNotices = 8
 
-// serve receives the calls until the listener fails, decides each, and
-// hands the connects it allows to goroutines, so that no caller waits on
-// another caller's connect.
+// serve receives the calls until the listener fails or no task carries
+// the filter any more, decides each, and hands the connects it allows to
+// goroutines, so that no caller waits on another caller's connect.
 func (s *supervisor) serve() {
 	var n seccomp.Notif
 	for {
 		if err := seccomp.Recv(s.listener, &n); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue
+			}
+			if errors.Is(err, seccomp.ErrNoTasks) {
+				return // the command and all it started have exited
 			}
 			fmt.Fprintf(os.Stderr, "sbx init: connect supervisor: %v (connect calls now fail)\n", err)
 			return

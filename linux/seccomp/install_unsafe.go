@@ -3,6 +3,7 @@
 package seccomp
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -73,9 +74,17 @@ type notifResp struct {
 // SECCOMP_IOCTL_NOTIF_ID_VALID, _IOW('!', 2, __u64).
 const ioctlNotifIDValid = 0x40082102
 
+// ErrNoTasks is Recv's error once no task uses the listener's filter any
+// more: none can come (a filter passes only to the children of the tasks
+// that carry it), so nothing will be received again.
+var ErrNoTasks = errors.New("seccomp: no task uses the filter any more")
+
 // Recv waits for the next stopped call on the listener fd. It fails with
 // ENOENT when the call was withdrawn before it could be read (the caller
-// was killed or took a signal): receive again then.
+// was killed or took a signal): receive again then. It fails with
+// ErrNoTasks once every task that carried the filter has exited: the
+// kernel then answers every receive at once with ENOENT, and a loop that
+// received again would spin.
 func Recv(fd int, n *Notif) error {
 	*n = Notif{}
 	for {
@@ -85,8 +94,25 @@ func Recv(fd int, n *Notif) error {
 			return nil
 		case unix.EINTR:
 			continue
+		case unix.ENOENT:
+			if orphaned(fd) {
+				return ErrNoTasks
+			}
 		}
 		return errno
+	}
+}
+
+// orphaned reports whether the listener is hung up: the kernel signals
+// POLLHUP once the filter has no task left.
+func orphaned(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
 	}
 }
 
