@@ -937,3 +937,63 @@ func TestFinishKilledRunWhoseRootIsGone(t *testing.T) {
 		t.Errorf("run directories left: %v", runs)
 	}
 }
+
+// A hard link the command makes to .git/config or .bashrc reaches the host
+// as a file of its own, never as a second name of the guarded file: an
+// agent's editor writing to notes.txt on the host would otherwise rewrite
+// the config (core.fsmonitor: code git runs) with no check.
+func TestHardLinkToAGuardedFileArrivesAsACopy(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	e.write(".bashrc", "rc\n")
+	r := e.sh(`for n in 1 2 3 4 5 6 7 8; do ln .git/config c$n.txt && ln .bashrc b$n.txt || exit 9; done`, bypass)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	config, err := os.ReadFile(e.path(".git/config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, guarded := range []string{".git/config", ".bashrc"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(e.path(guarded), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Nlink != 1 {
+			t.Errorf("the host's %s has %d names", guarded, st.Nlink)
+		}
+	}
+	for n := 1; n <= 8; n++ {
+		assertContent(t, e.path(fmt.Sprintf("c%d.txt", n)), string(config))
+		assertContent(t, e.path(fmt.Sprintf("b%d.txt", n)), "rc\n")
+	}
+}
+
+// Extended attributes the command sets on a new file (user.*, an ACL as
+// the file's owner) stay behind: the file arrives as a copy without them.
+func TestNewFilesArriveWithoutTheCommandsXattrs(t *testing.T) {
+	e := newEnv(t)
+	if err := syscall.Setxattr(e.write("probe", "p\n"), "user.probe", []byte("1"), 0); err != nil {
+		t.Skipf("no user xattrs on this file system: %v", err) // no way to set one inside either
+	}
+	// An ACL entry for the command's own uid (the only one mapped inside),
+	// in the kernel's xattr form.
+	r := e.sh(`echo n > newfile && python3 -c '
+import os, struct
+os.setxattr("newfile", "user.xdg.origin.url", b"https://x.test/")
+e = lambda tag, perm, id=0xffffffff: struct.pack("<HHI", tag, perm, id)
+os.setxattr("newfile", "system.posix_acl_access", struct.pack("<I", 2) + e(1, 6) + e(2, 7, os.getuid()) + e(4, 4) + e(0x10, 7) + e(0x20, 4))
+'`, bypass)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	assertContent(t, e.path("newfile"), "n\n")
+	buf := make([]byte, 1024)
+	n, err := syscall.Listxattr(e.path("newfile"), buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		t.Errorf("newfile arrived with extended attributes %q", strings.Split(string(buf[:n]), "\x00"))
+	}
+}

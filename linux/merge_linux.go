@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -387,7 +388,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	if hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR {
 		hst = nil // removed above
 	}
-	if err := m.place(up, host, name, st, hst, s.path); err != nil {
+	if err := m.place(up, host, name, st, hst, s.path, m.guarded(s)); err != nil {
 		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
 			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path, Saved: saved, Why: err.Error()})
 		} else {
@@ -451,7 +452,9 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 		}
 		m.done()
 	}
-	m.remember(st, host, name)
+	if !m.guarded(s) {
+		m.remember(st, host, name)
+	}
 	if !m.discard {
 		_ = unix.Unlinkat(up, name, 0)
 	}
@@ -463,12 +466,28 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 //
 // hst is the host entry as the merge checked it (nil: there was none):
 // one that changed or appeared since is never replaced ([errHostChanged]).
-func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path string) error {
+//
+// A guarded file ([merger.guarded]) never shares its inode with another
+// name: an upper file with several names is copied there, and no other
+// name is linked to it.
+func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path string, guarded bool) error {
 	dir := filepath.Dir(path)
 	// An inode seen before under another name (its link count may have
 	// dropped since: a copied name leaves the upper layer).
 	key := [2]uint64{st.Dev, st.Ino}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && (guarded && st.Nlink > 1 || commandXattrs(up, name)) {
+		// A copy has an inode of its own and no extended attribute (an
+		// ACL or a user.* attribute the command set stays behind).
+		if err := m.copyFile(up, host, name, st, hst, dir); err != nil {
+			return err
+		}
+		if !guarded {
+			m.remember(st, host, name)
+		}
+		_ = unix.Unlinkat(up, name, 0)
+		return nil
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && !guarded {
 		if prev, ok := m.links[key]; ok {
 			err := m.viaTemp(host, name, dir, hst, func(tmp string) error {
 				return unix.Linkat(prev.dirFD, prev.name, host, tmp, 0)
@@ -487,7 +506,9 @@ func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path str
 	if !m.copyOnly {
 		err := renameUnchanged(up, name, host, name, hst)
 		if err == nil {
-			m.remember(st, host, name)
+			if !guarded {
+				m.remember(st, host, name)
+			}
 			return nil
 		}
 		if !errors.Is(err, unix.EXDEV) {
@@ -509,7 +530,9 @@ func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path str
 		err = m.viaTemp(host, name, dir, hst, func(tmp string) error { return unix.Mkfifoat(host, tmp, fileMode(st)) })
 	}
 	if err == nil {
-		m.remember(st, host, name)
+		if !guarded {
+			m.remember(st, host, name)
+		}
 		_ = unix.Unlinkat(up, name, 0)
 	}
 	return err
@@ -613,6 +636,44 @@ func (m *merger) remember(st *unix.Stat_t, host int, name string) {
 		m.links = map[[2]uint64]hostName{}
 	}
 	m.links[[2]uint64{st.Dev, st.Ino}] = hostName{fd, name}
+}
+
+// commandXattrs reports whether the upper file carries extended attributes
+// of the namespaces a command can set without privilege (user.*, and POSIX
+// ACLs as the file's owner): moved by rename, the file would take them to
+// the host. Security labels (security.*), which a host may put on every
+// file, do not count. A list that cannot be read counts.
+func commandXattrs(dir int, name string) bool {
+	p := "/proc/self/fd/" + strconv.Itoa(dir) + "/" + name
+	buf := make([]byte, 256)
+	n, err := unix.Llistxattr(p, buf)
+	if errors.Is(err, unix.ERANGE) {
+		if n, err = unix.Llistxattr(p, nil); err == nil {
+			buf = make([]byte, n)
+			n, err = unix.Llistxattr(p, buf)
+		}
+	}
+	switch {
+	case errors.Is(err, unix.ENOTSUP):
+		return false
+	case err != nil:
+		return true
+	}
+	for _, a := range strings.Split(string(buf[:n]), "\x00") {
+		if strings.HasPrefix(a, "user.") || strings.HasPrefix(a, "system.posix_acl") {
+			return true
+		}
+	}
+	return false
+}
+
+// guarded reports whether the host file at s is one the policy keeps from
+// arbitrary changes: a protected or persistence name, a denyWrite, any file
+// of a git directory. The merge never gives such a file a second name (a
+// hard link the command made to .git/config, merged as a link, would let
+// an ordinary write on the host to notes.txt rewrite the config unchecked).
+func (m *merger) guarded(s scope) bool {
+	return s.git != "" || m.pol.Check(s.change(fsrules.Modify, false)) != nil
 }
 
 // remove deletes name from the host directory, recursively, as the command

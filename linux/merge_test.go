@@ -4,6 +4,7 @@ package linux
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -586,5 +587,67 @@ func TestGitHolds(t *testing.T) {
 			t.Errorf("%v %q: gitHolds = %q, want %q", tt.files, tt.link, got, tt.want)
 		}
 		unix.Close(fd)
+	}
+}
+
+// TestMergeNeverLinksAGuardedFile: a hard link the command made to a file
+// the policy guards (.git/config, .bashrc) must not come back as a second
+// name of the host's file, whatever order the merge meets the names in,
+// and whether the guarded file itself changed (harmlessly) or not: a
+// later ordinary write on the host to a1.txt would rewrite the config
+// unchecked.
+func TestMergeNeverLinksAGuardedFile(t *testing.T) {
+	for _, changed := range []bool{false, true} {
+		e := newMergeEnv(t)
+		config := "[core]\n\tbare = false\n"
+		write(t, filepath.Join(e.host, ".git/HEAD"), "ref: refs/heads/main\n")
+		write(t, filepath.Join(e.host, ".git/config"), config)
+		write(t, filepath.Join(e.host, ".bashrc"), "rc\n")
+		time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+		start := coarseNow()
+		u := upperTree{t, e.upper}
+		newConfig := config
+		if changed {
+			newConfig += "[user]\n\tname = sandbox\n" // a harmless key: the change is applied
+		}
+		u.file(".git/config", newConfig)
+		u.file(".bashrc", "rc\n")
+		// Copied up, as overlayfs does before a link: times kept.
+		for _, f := range []string{".git/config", ".bashrc"} {
+			if fi, err := os.Stat(filepath.Join(e.host, f)); err == nil {
+				os.Chtimes(filepath.Join(e.upper, f), fi.ModTime(), fi.ModTime())
+			}
+		}
+		var names []string
+		for i := range 12 {
+			for _, src := range []string{".git/config", ".bashrc"} {
+				n := fmt.Sprintf("%s%d.txt", strings.Trim(filepath.Base(src), "."), i)
+				if err := os.Link(filepath.Join(e.upper, src), filepath.Join(e.upper, n)); err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, n)
+			}
+		}
+		rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+		if len(rep.Lost)+len(rep.Refused)+len(rep.Conflicts) > 0 {
+			t.Fatalf("lost %v, refused %+v, conflicts %+v", rep.Lost, rep.Refused, rep.Conflicts)
+		}
+		assertContent(t, filepath.Join(e.host, ".git/config"), newConfig)
+		for _, guarded := range []string{".git/config", ".bashrc"} {
+			var g unix.Stat_t
+			if err := unix.Stat(filepath.Join(e.host, guarded), &g); err != nil {
+				t.Fatal(err)
+			}
+			if g.Nlink != 1 {
+				t.Errorf("changed=%v: host %s has %d names", changed, guarded, g.Nlink)
+			}
+		}
+		for _, n := range names {
+			want := "rc\n"
+			if strings.HasPrefix(n, "config") {
+				want = newConfig
+			}
+			assertContent(t, filepath.Join(e.host, n), want) // every name arrived
+		}
 	}
 }
