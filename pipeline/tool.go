@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -146,6 +147,9 @@ func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
 	if _, err := settings.ParseJSON("tool_use", raw); err != nil {
 		return invalid(tu.ID, "the tool_use cannot be read one way only: "+err.Error())
 	}
+	if id, err := exactKeys(raw); err != nil {
+		return invalid(id, "the tool_use cannot be read one way only: "+err.Error())
+	}
 	switch {
 	case tu.Type != "" && tu.Type != "tool_use":
 		return invalid(tu.ID, fmt.Sprintf("expected a tool_use block, got %q", tu.Type))
@@ -155,6 +159,31 @@ func (r *Runner) Handle(ctx context.Context, raw []byte) *ToolResult {
 		return invalid(tu.ID, "the tool_use has no name")
 	}
 	return r.Call(ctx, &tu)
+}
+
+// toolUseKeys are the keys of a tool_use that sbx reads.
+var toolUseKeys = []string{"type", "id", "name", "input"}
+
+// exactKeys refuses a top-level key that differs from one of toolUseKeys
+// only in case: Go's decoder matches keys regardless of case (and takes
+// the last), so {"name":"Read","Name":"Bash"} would run Bash where the
+// caller's reader sees a Read. It returns the exact "id", for the error.
+func exactKeys(raw []byte) (string, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", err
+	}
+	var id string
+	_ = json.Unmarshal(m["id"], &id)
+	keys := slices.Sorted(maps.Keys(m))
+	for _, k := range keys {
+		for _, f := range toolUseKeys {
+			if k != f && strings.EqualFold(k, f) {
+				return id, fmt.Errorf("key %q differs from %q only in case", k, f)
+			}
+		}
+	}
+	return id, nil
 }
 
 // Call runs one tool use. Everything it returns is redacted.
