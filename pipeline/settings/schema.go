@@ -46,6 +46,7 @@ var objects = map[string]bool{
 	"sandbox.network":    true,
 	"sandbox.limits":     true,
 	"sbx":                true,
+	"sbx.hooks":          true,
 }
 
 // schema lists every key sbx knows inside the objects above.
@@ -99,8 +100,8 @@ var schema = map[string]keySpec{
 	"sandbox.network.tlsTerminate":            {kind: KindObject, status: ignoredStricter, loosens: always},
 	"sandbox.network.mitmProxy":               {kind: KindObject, status: ignoredStricter, loosens: always},
 
-	"sbx.trustedProjects": {kind: KindArray, loosens: ifNonEmpty, note: "read from user and managed settings only"},
-	"sbx.hooks":           {kind: KindObject, status: accepted, note: "used by the permission gate"},
+	"sbx.trustedProjects":  {kind: KindArray, loosens: ifNonEmpty, note: "read from user and managed settings only"},
+	"sbx.hooks.failClosed": {kind: KindBool, note: "used by the permission gate"},
 }
 
 // topLevel lists Claude Code's top-level settings keys, accepted without a

@@ -101,6 +101,10 @@ func TestValidationErrors(t *testing.T) {
 		{"misspelt hook event", `{"hooks": {"PreToolUSE": []}}`, "hooks.PreToolUSE: unknown hook event (did you mean PreToolUse?)"},
 		{"unknown hook type", `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "comand", "command": "x"}]}]}}`, `hooks.PreToolUse[0].hooks[0].type: unknown hook type "comand" (did you mean command?)`},
 		{"broken matcher", `{"hooks": {"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}}`, "hooks.PreToolUse[0].matcher: not a valid regular expression"},
+		// A misspelt failClosed let a crashing hook allow the call.
+		{"misspelt failClosed", `{"sbx": {"hooks": {"failClose": true}}}`, "sbx.hooks.failClose: unknown key"},
+		{"failClosed as a string", `{"sbx": {"hooks": {"failClosed": "true"}}}`, "sbx.hooks.failClosed: expected boolean, got string"},
+		{"sbx.hooks not object", `{"sbx": {"hooks": 1}}`, "sbx.hooks: expected object, got number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
