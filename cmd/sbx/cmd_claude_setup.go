@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
 
 // cmdClaude is `sbx claude setup`: it prints, or writes into a Claude Code
@@ -108,16 +110,41 @@ func claudeSettingsFile(user bool) (string, error) {
 	return filepath.Join(cwd, ".claude", "settings.local.json"), nil
 }
 
+// readClaudeSettings reads the settings file that setShellPrefix rewrites,
+// and returns the path to write: the link's target when file is a
+// symbolic link (kept a link). A FIFO, a device or a file over 1 MiB is
+// refused unread, and so is one that a rewrite would change beyond the
+// one key: not a JSON object, or a key given twice (the rewrite would keep
+// only the last).
+func readClaudeSettings(file string) (string, map[string]json.RawMessage, error) {
+	doc := map[string]json.RawMessage{}
+	b, err := settings.ReadRegular(file, settings.MaxFileSize)
+	if t, err := filepath.EvalSymlinks(file); err == nil {
+		file = t
+	}
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return file, doc, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("%w; sbx claude setup rewrites only a regular file of at most 1 MiB: add the setting by hand (sbx claude setup prints it)", err)
+	case len(bytes.TrimSpace(b)) == 0:
+		return file, doc, nil
+	}
+	if _, err := settings.ParseJSON(file, b); err != nil {
+		return "", nil, fmt.Errorf("%w; fix the file or add the setting by hand (sbx claude setup prints it)", err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return "", nil, fmt.Errorf("%s: %w; fix the file or add the setting by hand (sbx claude setup prints it)", file, err)
+	}
+	return file, doc, nil
+}
+
 // setShellPrefix sets env.CLAUDE_CODE_SHELL_PREFIX in a settings file,
 // keeping every other key, and returns the value it replaced. A file that
 // is not a JSON object is refused, untouched.
 func setShellPrefix(file, prefix string) (string, error) {
-	doc := map[string]json.RawMessage{}
-	if b, err := os.ReadFile(file); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return "", fmt.Errorf("%s: %w; fix the file or add the setting by hand (sbx claude setup prints it)", file, err)
-		}
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	file, doc, err := readClaudeSettings(file)
+	if err != nil {
 		return "", err
 	}
 	env := map[string]json.RawMessage{}
