@@ -874,3 +874,35 @@ func TestBlockedLinesEscaped(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// A host name the command built from a secret's value (read from a file
+// it may see) is written nowhere: the proxy lower-cases names, and its
+// events reach sbx's stderr, the tool result and the audit file.
+func TestEventsHoldNoSecretValue(t *testing.T) {
+	real := "Zq7xK2mP9vR4tL8wN3bH6jF1"
+	res, err := creds.MaskEnv([]string{"MY_API_TOKEN=" + real}, creds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, []string{"allowed.test"}, nil, func(s *Server) { s.Secrets = res.Secrets })
+	for _, host := range []string{real + ".example.test", strings.ToLower(real) + ".example.test"} {
+		resp, err := h.client().Get("http://" + host + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: %s", host, resp.Status)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.events) != 2 {
+		t.Fatalf("events: %+v", h.events)
+	}
+	for _, e := range h.events {
+		if strings.Contains(strings.ToLower(fmt.Sprint(e)), strings.ToLower(real)) {
+			t.Errorf("event holds the value: %+v", e)
+		}
+	}
+}

@@ -88,6 +88,7 @@ type Server struct {
 	Token string
 
 	once    sync.Once
+	red     *creds.Redactor // for events (see [Server.audit])
 	gp      *goproxy.ProxyHttpServer
 	hs      *http.Server
 	httpLn  *chanListener
@@ -106,6 +107,7 @@ func (s *Server) init() {
 			n = 512
 		}
 		s.admit = NewAdmission(n)
+		s.red = creds.NewRedactor(s.Secrets)
 		s.conns = map[net.Conn]struct{}{}
 		s.ownAddr = map[netip.Addr]bool{}
 		own := s.OwnAddrs
@@ -472,11 +474,21 @@ func (s *Server) dial(ctx context.Context, t *target) (net.Conn, error) {
 	return nil, errors.Join(errs...)
 }
 
+// audit hands e to Audit. A field that holds a secret's value in any form
+// and case (a host name the command built from a credential file, which
+// the proxy lower-cases) is replaced: events reach sbx's stderr, the tool
+// result and the audit file, where no value is ever written.
 func (s *Server) audit(e Event) {
-	if s.Audit != nil {
-		e.Time = time.Now().UTC()
-		s.Audit(e)
+	if s.Audit == nil {
+		return
 	}
+	e.Time = time.Now().UTC()
+	for _, f := range []*string{&e.Host, &e.Reason, &e.Addr, &e.Error} {
+		if s.red.ContainsFold(*f) {
+			*f = "[REDACTED: holds a secret's value]"
+		}
+	}
+	s.Audit(e)
 }
 
 func ruleInfo(r *netrules.Rule) (string, string) {
