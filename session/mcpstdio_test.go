@@ -1,0 +1,129 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpPeer is a client end of MCPStdio served by an MCP server with a tool
+// "wait" that returns when release is closed.
+type mcpPeer struct {
+	t       *testing.T
+	in      *io.PipeWriter
+	out     *bufio.Scanner
+	release chan struct{}
+	done    chan error
+}
+
+func newMCPPeer(t *testing.T) *mcpPeer {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	p := &mcpPeer{t: t, release: make(chan struct{}), done: make(chan error, 1)}
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+		Word string `json:"word"`
+	}) (*mcp.CallToolResult, any, error) {
+		<-p.release
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Word}}}, nil, nil
+	})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	p.in, p.out = inW, bufio.NewScanner(outR)
+	p.out.Buffer(nil, 1<<20)
+	go func() { p.done <- srv.Run(context.Background(), MCPStdio(inR, outW)); outW.Close() }()
+	t.Cleanup(func() { inW.Close() })
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	p.recv()
+	p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return p
+}
+
+func (p *mcpPeer) send(line string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// recv returns the next message's id and error code (0: a result).
+func (p *mcpPeer) recv() (string, int, string) {
+	p.t.Helper()
+	got := make(chan bool, 1)
+	go func() { got <- p.out.Scan() }()
+	select {
+	case ok := <-got:
+		if !ok {
+			p.t.Fatalf("the server ended: %v", p.out.Err())
+		}
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("no answer in 10 s")
+	}
+	var m struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(p.out.Bytes(), &m); err != nil {
+		p.t.Fatalf("%q: %v", p.out.Bytes(), err)
+	}
+	if m.Error != nil {
+		return string(m.ID), m.Error.Code, m.Error.Message
+	}
+	return string(m.ID), 0, p.out.Text()
+}
+
+// Lines the SDK would end the session on, or read another way than the
+// client, are answered with an error and the session goes on; a request
+// reusing an id in flight gets an error, not silence.
+func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
+	p := newMCPPeer(t)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait","arguments":{"word":"one"}}}`)
+	tests := []struct {
+		line, id string
+		code     int
+		msg      string
+	}{
+		{`[{"jsonrpc":"2.0","id":3,"method":"ping"}]`, "null", -32600, "batches"},
+		{`[]`, "null", -32600, "batches"},
+		{`not json`, "null", -32700, "parse error"},
+		{`{"jsonrpc":"1.0","id":4,"method":"ping"}`, "4", -32600, `"jsonrpc" must be "2.0"`},
+		{`{"id":5,"method":"ping"}`, "5", -32600, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, "null", -32600, "an id is"},
+		{`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"wait","arguments":{"word":"a","word":"b"}}}`, "6", -32600, `duplicate key "word"`},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait","arguments":{"word":"a","WORD":"b"}}}`, "7", -32600, "only in case"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "1", -32600, "in flight"},
+		{`null`, "null", -32600, "is an object"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"x\":\"\xff\"}", "8", -32600, "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		p.send(tt.line)
+		id, code, msg := p.recv()
+		if id != tt.id || code != tt.code || !strings.Contains(msg, tt.msg) {
+			t.Errorf("%s: id %s code %d %q, want id %s code %d %q", tt.line, id, code, msg, tt.id, tt.code, tt.msg)
+		}
+	}
+	close(p.release)
+	if id, code, text := p.recv(); id != "1" || code != 0 || !strings.Contains(text, "one") {
+		t.Errorf("the call in flight: id %s code %d %s", id, code, text)
+	}
+	// The id is free again once answered.
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if id, code, _ := p.recv(); id != "1" || code != 0 {
+		t.Errorf("ping reusing an answered id: id %s code %d", id, code)
+	}
+	p.send(`{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"` + strings.Repeat("x", MaxMCPLine) + `"}}`)
+	if id, code, msg := p.recv(); id != "null" || code != -32700 || !strings.Contains(msg, "longer than") {
+		t.Errorf("an over-long line: id %s code %d %q", id, code, msg)
+	}
+	p.send(`{"jsonrpc":"2.0","id":10,"method":"ping"}`)
+	if id, code, _ := p.recv(); id != "10" || code != 0 {
+		t.Errorf("after an over-long line: id %s code %d", id, code)
+	}
+}
