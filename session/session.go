@@ -242,8 +242,17 @@ func (s *Session) Dir() string { return s.dir }
 func (s *Session) StateDir() string { return pipeline.StateDir(s.getenv, s.home) }
 
 // Check decides a call without running anything: the gate's verdict, which
-// may be "ask".
+// may be "ask". An input that `sbx tool` would refuse is refused here too
+// (a key twice, data after the object, a parameter outside the tool's
+// schema such as COMMAND beside command): a caller that acts on the
+// verdict must not read another input than the one decided on.
 func (s *Session) Check(ctx context.Context, tool string, input json.RawMessage) (*pipeline.Verdict, error) {
+	if _, err := settings.ParseJSON("input", input); err != nil {
+		return nil, fmt.Errorf("the input cannot be read one way only: %w", err)
+	}
+	if err := pipeline.ValidateInput(tool, input); err != nil {
+		return nil, fmt.Errorf("InputValidationError: %w", err)
+	}
 	return s.gate.Decide(ctx, &pipeline.Call{ID: "check", Tool: tool, Input: input})
 }
 

@@ -334,3 +334,21 @@ func TestToolchainCacheRepaired(t *testing.T) {
 		t.Errorf("warnings: %q", warned)
 	}
 }
+
+// Check refuses an input that sbx tool refuses: a caller acting on the
+// verdict must not read another input than the one decided on.
+func TestCheckReadsTheInputOneWayOnly(t *testing.T) {
+	s := open(t, `{"permissions": {"allow": ["Bash(ls)"]}}`, nil, nil)
+	for _, in := range []string{
+		`{"command":"ls","command":"rm -rf x"}`,
+		`{"command":"ls","COMMAND":"rm -rf x"}`,
+		`{"command":"ls"} {"command":"rm -rf x"}`,
+	} {
+		if v, err := s.Check(context.Background(), "Bash", json.RawMessage(in)); err == nil {
+			t.Errorf("%s: %s %s", in, v.Decision, v.Reason)
+		}
+	}
+	if v, err := s.Check(context.Background(), "Bash", json.RawMessage(`{"command":"ls"}`)); err != nil || v.Decision != pipeline.DecisionAllow {
+		t.Errorf("ls: %v %v", v, err)
+	}
+}
