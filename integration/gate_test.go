@@ -256,3 +256,18 @@ func TestToolOutputKeepsTheTail(t *testing.T) {
 		t.Errorf("content: %q … %q", res.Content[:40], res.Content[len(res.Content)-40:])
 	}
 }
+
+// A timeout of a few milliseconds can stop the transaction helper before
+// the command starts: the result says the command timed out, never that
+// the sandbox is unavailable (it is not; nothing ran).
+func TestTinyTimeoutIsATimeout(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 10; i++ {
+		for _, ms := range []string{"1", "2", "3"} {
+			r := e.tool(`{"type":"tool_use","id":"t","name":"Bash","input":{"command":"sleep 3","timeout":`+ms+`}}`, "--non-interactive")
+			if !strings.Contains(r.stdout, "Command timed out after "+ms+"ms") {
+				t.Fatalf("timeout %s ms: %s %s", ms, r.stdout, r.stderr)
+			}
+		}
+	}
+}

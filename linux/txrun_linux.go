@@ -149,6 +149,14 @@ func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error)
 func (r *run) txResult(ctx context.Context, initRan bool) error {
 	rep := r.txRep
 	switch {
+	case rep == nil && !initRan && r.res.TimedOut:
+		// The timeout stopped the helper before the command started (a
+		// timeout of a few milliseconds): nothing ran, nothing was
+		// written, and the result says it timed out.
+		r.res.Warnings = append(r.res.Warnings, "the timeout came before the sandbox was up: nothing ran")
+		status := 128 + int(syscall.SIGKILL)
+		r.deadStatus = &status
+		return nil
 	case rep == nil && !initRan:
 		return fmt.Errorf("%w: the transaction helper exited without a report; the command's writes are kept in %s and the next run (or sbx doctor --clean) merges them", pipeline.ErrUnavailable, r.runDir)
 	case rep == nil:
