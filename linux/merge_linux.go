@@ -816,8 +816,13 @@ func (m *merger) rootGone(path string, stage int, up string) {
 	m.rep.Conflicts = append(m.rep.Conflicts, c)
 }
 
-// conflict keeps the host's version of path and saves the command's.
+// conflict keeps the host's version of path and saves the command's. It
+// replaces the record that removing the host's entry there made (which
+// says the command deleted it: the command replaced it).
 func (m *merger) conflict(path string, up int, name string) {
+	m.rep.Conflicts = slices.DeleteFunc(m.rep.Conflicts, func(k Conflict) bool {
+		return k.Path == path && k.Saved == "" && k.Why == ""
+	})
 	c := Conflict{Path: path}
 	if !m.discard {
 		if c.Saved = m.saves.save(m, "conflicts", path, up, name); c.Saved == "" {

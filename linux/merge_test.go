@@ -651,3 +651,24 @@ func TestMergeNeverLinksAGuardedFile(t *testing.T) {
 		}
 	}
 }
+
+// A host entry that appeared during the run where the command made a
+// directory is one conflict, the command's version saved: not a second
+// one saying the command deleted it.
+func TestMergeReplacedEntryIsOneConflict(t *testing.T) {
+	e := newMergeEnv(t)
+	start := coarseNow()
+	time.Sleep(20 * time.Millisecond)
+	if err := os.Symlink(e.outside, filepath.Join(e.host, "nl")); err != nil {
+		t.Fatal(err)
+	}
+	u := upperTree{t, e.upper}
+	u.file("nl/x", "CMD\n")
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+	if len(rep.Conflicts) != 1 || rep.Conflicts[0].Saved == "" {
+		t.Errorf("conflicts: %+v", rep.Conflicts)
+	}
+	if _, err := os.Stat(filepath.Join(e.outside, "x")); err == nil {
+		t.Error("written through the host's link")
+	}
+}
