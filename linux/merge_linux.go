@@ -388,7 +388,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	if hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR {
 		hst = nil // removed above
 	}
-	if err := m.place(up, host, name, st, hst, s.path, m.guarded(s)); err != nil {
+	if err := m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)); err != nil {
 		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
 			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path, Saved: saved, Why: err.Error()})
 		} else {
@@ -452,7 +452,7 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 		}
 		m.done()
 	}
-	if !m.guarded(s) {
+	if m.mayShare(st) && !m.guarded(s) {
 		m.remember(st, host, name)
 	}
 	if !m.discard {
@@ -665,6 +665,16 @@ func commandXattrs(dir int, name string) bool {
 		}
 	}
 	return false
+}
+
+// mayShare reports whether the upper file's inode has, or had, another
+// name: only then does [merger.guarded] matter (and cost a policy check).
+func (m *merger) mayShare(st *unix.Stat_t) bool {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	_, seen := m.links[[2]uint64{st.Dev, st.Ino}]
+	return st.Nlink > 1 || seen
 }
 
 // guarded reports whether the host file at s is one the policy keeps from
