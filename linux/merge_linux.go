@@ -51,6 +51,9 @@ type merger struct {
 	// links maps an upper inode with several names to the host directory
 	// (a dup'ed descriptor) and name it was first written to.
 	links map[[2]uint64]hostName
+	// owned are host files with several names of which the merge took
+	// one away, as they were before ([merger.own]).
+	owned map[[2]uint64]unix.Stat_t
 	// copyOnly is set once a rename from the upper layer failed with
 	// EXDEV: the rest is copied.
 	copyOnly bool
@@ -141,11 +144,46 @@ func fileMode(st *unix.Stat_t) uint32 {
 // made after the start with a time truncated below it, so the start is
 // truncated as the entry's stamp is ([truncateLike]).
 func (m *merger) changedDuringRun(st *unix.Stat_t) bool {
+	if prior, ok := m.owned[[2]uint64{st.Dev, st.Ino}]; ok {
+		// The merge itself took a name of this inode away, which moved its
+		// ctime: changed only if its content, size or mode changed since.
+		return st.Mtim != prior.Mtim || st.Size != prior.Size || st.Mode != prior.Mode
+	}
 	start := m.start
 	if slices.Contains(m.fineDevs, st.Dev) {
 		start = m.fine
 	}
 	return !after(truncateLike(start, st.Ctim), st.Ctim)
+}
+
+// own records, before the merge takes a name of a host file with other
+// names away (an unlink, a replacement), the file as it was: the link
+// count's drop moves the ctime of the other names, which must not read as
+// a change made on the host during the run ([merger.changedDuringRun]).
+func (m *merger) own(st *unix.Stat_t) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+		return
+	}
+	key := [2]uint64{st.Dev, st.Ino}
+	if _, ok := m.owned[key]; ok {
+		return
+	}
+	if m.owned == nil {
+		m.owned = map[[2]uint64]unix.Stat_t{}
+	}
+	m.owned[key] = *st
+}
+
+// widens refuses a mode that lets every user write an entry the policy
+// guards (a git directory, its config, a protected file) where old did
+// not: on a shared host another user could then plant a hook. (Group
+// write follows the user's umask and is left alone.)
+func (m *merger) widens(s scope, old, mode uint32) *fsrules.Refusal {
+	if mode&^old&0o002 == 0 || !m.guarded(s) {
+		return nil
+	}
+	return &fsrules.Refusal{Path: s.path, Kind: fsrules.Modify.String(), Rule: "protected",
+		Why: fmt.Sprintf("mode %o would let other users write what git or a shell runs", mode&0o7777)}
 }
 
 // truncateLike truncates t to the precision stamp appears to have: as
@@ -333,7 +371,11 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 	}
 	var now unix.Stat_t
 	if unix.Fstat(hsub, &now) == nil && now.Mode&0o7777 != st.Mode&0o7777 {
-		if r := m.pol.Check(s.change(fsrules.Modify, true)); r != nil && hostIsDir {
+		r := m.widens(s, now.Mode, st.Mode&0o1777)
+		if c := m.pol.Check(s.change(fsrules.Modify, true)); c != nil && hostIsDir {
+			r = c
+		}
+		if r != nil {
 			m.refuse(r, -1, "")
 		} else if err := unix.Fchmod(hsub, st.Mode&0o1777); err != nil {
 			m.lose(s.path, err)
@@ -371,7 +413,14 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		c.NewConfig = cfg
 		c.GitHolds = gitHolds(host)
 	}
-	if r := m.pol.Check(c); r != nil {
+	r := m.pol.Check(c)
+	if old := uint32(0); r == nil && !c.Link {
+		if hst != nil {
+			old = hst.Mode
+		}
+		r = m.widens(s, old, fileMode(st))
+	}
+	if r != nil {
 		m.refuse(r, up, name)
 		return
 	}
@@ -387,6 +436,9 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	}
 	if hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR {
 		hst = nil // removed above
+	}
+	if hst != nil {
+		m.own(hst)
 	}
 	if err := m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)); err != nil {
 		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
@@ -431,12 +483,30 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 	timeDiff := st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mtim != hst.Mtim
 	if modeDiff || timeDiff {
 		c := s.change(fsrules.Modify, false)
-		if r := m.pol.Check(c); r != nil {
+		r := m.pol.Check(c)
+		if r == nil && modeDiff {
+			r = m.widens(s, hst.Mode, fileMode(st))
+		}
+		if r != nil {
 			m.refuse(r, -1, "")
 			return
 		}
 		if m.discard {
 			m.would(c)
+			return
+		}
+		if hst.Mode&unix.S_IFMT == unix.S_IFREG && hst.Nlink > 1 {
+			// The host file has other names (a hard link from a package
+			// store, a local clone's objects, a protected file): changed
+			// in place, the mode or times would change for them all. The
+			// command's file replaces this name, as the sandbox saw it
+			// (overlayfs copied it up, apart from the other names).
+			m.own(hst)
+			if err := m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)); err != nil {
+				m.lose(s.path, err)
+				return
+			}
+			m.done()
 			return
 		}
 		var err error
@@ -755,6 +825,7 @@ func (m *merger) removeTree(dirFD int, name string, s scope, st *unix.Stat_t) bo
 			m.would(c)
 			return true
 		}
+		m.own(st)
 		if err := unix.Unlinkat(dirFD, name, 0); err != nil {
 			m.lose(s.path, err)
 			return false
@@ -864,8 +935,13 @@ func gitHolds(dir int) string {
 			continue
 		}
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 			return n + " (a symbolic link)"
+		case st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1:
+			// Made by an earlier run when this was no git directory: a
+			// write through the other name would change it unchecked.
+			return n + " (a file with another name: a hard link)"
 		}
 		if ok, config, _ := fsrules.GitEntry(n, isDir); !ok && !config {
 			return n

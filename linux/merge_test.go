@@ -562,6 +562,8 @@ func TestGitHolds(t *testing.T) {
 		{files: []string{"commondir"}, want: "commondir"},
 		{files: []string{"rebase-merge/git-rebase-todo"}, want: "rebase-merge"},
 		{link: "objects", want: "objects (a symbolic link)"},
+		// An earlier run, before this was a git directory, linked it.
+		{files: []string{"config"}, link: "=config", want: "config (a file with another name: a hard link)"},
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()
@@ -574,7 +576,11 @@ func TestGitHolds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if tt.link != "" {
+		if l, hard := strings.CutPrefix(tt.link, "="); hard {
+			if err := os.Link(filepath.Join(dir, l), filepath.Join(dir, "notes.txt")); err != nil {
+				t.Fatal(err)
+			}
+		} else if tt.link != "" {
 			if err := os.Symlink("/tmp", filepath.Join(dir, tt.link)); err != nil {
 				t.Fatal(err)
 			}
@@ -670,5 +676,141 @@ func TestMergeReplacedEntryIsOneConflict(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.outside, "x")); err == nil {
 		t.Error("written through the host's link")
+	}
+}
+
+// linkedHost makes host files a, b and c one inode, stamped before the
+// run starts, and returns the run's start.
+func linkedHost(t *testing.T, e *mergeEnv, content string) unix.Timespec {
+	write(t, filepath.Join(e.host, "a"), content)
+	for _, n := range []string{"b", "c"} {
+		if err := os.Link(filepath.Join(e.host, "a"), filepath.Join(e.host, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+	return coarseNow()
+}
+
+// Removing or replacing several names of one host inode is no conflict:
+// the merge's own unlink moves the other names' ctime (rm of a pnpm
+// store's links, of a local clone's objects, reported as changed on the
+// host and left behind).
+func TestMergeOwnUnlinksAreNoConflict(t *testing.T) {
+	e := newMergeEnv(t)
+	start := linkedHost(t, e, "x\n")
+	u := upperTree{t, e.upper}
+	u.whiteout("a")
+	u.whiteout("b")
+	u.file("c", "new\n")
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+	if len(rep.Conflicts)+len(rep.Lost)+len(rep.Refused) > 0 {
+		t.Fatalf("conflicts %+v lost %v refused %+v", rep.Conflicts, rep.Lost, rep.Refused)
+	}
+	assertContent(t, filepath.Join(e.host, "c"), "new\n")
+	for _, n := range []string{"a", "b"} {
+		if _, err := os.Lstat(filepath.Join(e.host, n)); err == nil {
+			t.Errorf("%s was not removed", n)
+		}
+	}
+}
+
+// A mode or time change to one name of a host file with several names
+// replaces that name, as the sandbox saw it: the other names (a denyWrite
+// file, a file outside the writable root) keep theirs.
+func TestMergeModeChangeStaysWithItsName(t *testing.T) {
+	e := newMergeEnv(t)
+	start := linkedHost(t, e, "x\n")
+	os.Chmod(filepath.Join(e.host, "a"), 0o600)
+	time.Sleep(20 * time.Millisecond)
+	start = coarseNow()
+	u := upperTree{t, e.upper}
+	u.file("b", "x\n")
+	os.Chmod(filepath.Join(e.upper, "b"), 0o644)
+	old := time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)
+	u.file("c", "x\n")
+	os.Chmod(filepath.Join(e.upper, "c"), 0o600)
+	os.Chtimes(filepath.Join(e.upper, "c"), old, old)
+	pol := &fsrules.Policy{Home: "/nonexistent", DenyWrite: []fsrules.Path{{Path: filepath.Join(e.host, "a"), Origin: "test"}}}
+	rep := e.merge(pol, start, nil)
+	if len(rep.Conflicts)+len(rep.Lost)+len(rep.Refused) > 0 {
+		t.Fatalf("conflicts %+v lost %v refused %+v", rep.Conflicts, rep.Lost, rep.Refused)
+	}
+	var a, b, c unix.Stat_t
+	unix.Stat(filepath.Join(e.host, "a"), &a)
+	unix.Stat(filepath.Join(e.host, "b"), &b)
+	unix.Stat(filepath.Join(e.host, "c"), &c)
+	if a.Mode&0o777 != 0o600 || a.Mtim.Sec == old.Unix() {
+		t.Errorf("the denyWrite name changed: mode %o mtime %d", a.Mode&0o777, a.Mtim.Sec)
+	}
+	if b.Mode&0o777 != 0o644 || c.Mtim.Sec != old.Unix() {
+		t.Errorf("the command's names: b mode %o, c mtime %d", b.Mode&0o777, c.Mtim.Sec)
+	}
+	if a.Ino == b.Ino || a.Ino == c.Ino {
+		t.Error("a changed name still shares the denyWrite file's inode")
+	}
+}
+
+// A git directory or its config made writable by every user is refused
+// (another user could plant a hook); group write follows the umask.
+func TestMergeRefusesWorldWritableGitDir(t *testing.T) {
+	e := newMergeEnv(t)
+	write(t, filepath.Join(e.host, ".git/HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(e.host, ".git/config"), "[core]\n")
+	os.MkdirAll(filepath.Join(e.host, ".git/hooks"), 0o755)
+	os.Chmod(filepath.Join(e.host, ".git"), 0o755)
+	for _, f := range []string{".git/HEAD", ".git/config"} {
+		os.Chmod(filepath.Join(e.host, f), 0o644)
+	}
+	time.Sleep(20 * time.Millisecond)
+	start := coarseNow()
+	u := upperTree{t, e.upper}
+	u.file(".git/config", "[core]\n")
+	fi, _ := os.Stat(filepath.Join(e.host, ".git/config"))
+	os.Chtimes(filepath.Join(e.upper, ".git/config"), fi.ModTime(), fi.ModTime())
+	os.Chmod(filepath.Join(e.upper, ".git/config"), 0o666)
+	os.MkdirAll(filepath.Join(e.upper, ".git/hooks"), 0o777)
+	os.Chmod(filepath.Join(e.upper, ".git/hooks"), 0o777)
+	os.Chmod(filepath.Join(e.upper, ".git"), 0o777)
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+	for _, f := range []string{".git", ".git/hooks", ".git/config"} {
+		if fi, err := os.Stat(filepath.Join(e.host, f)); err != nil || fi.Mode().Perm()&0o002 != 0 {
+			t.Errorf("%s: %v %v", f, fi.Mode(), err)
+		}
+	}
+	if len(rep.Refused) != 3 {
+		t.Errorf("refused: %+v", rep.Refused)
+	}
+}
+
+// A refused file that shares its inode with an applied one is saved as a
+// copy: the saved evidence must not change with later writes to the
+// workspace file.
+func TestMergeSavesACopyOfALinkedRefusal(t *testing.T) {
+	e := newMergeEnv(t)
+	write(t, filepath.Join(e.host, ".git/HEAD"), "ref: refs/heads/main\n")
+	time.Sleep(20 * time.Millisecond)
+	start := coarseNow()
+	u := upperTree{t, e.upper}
+	u.file("n1", "n\n")
+	os.MkdirAll(filepath.Join(e.upper, ".git/hooks"), 0o755)
+	if err := os.Link(filepath.Join(e.upper, "n1"), filepath.Join(e.upper, ".git/hooks/pre-commit")); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+	var n1 unix.Stat_t
+	if err := unix.Stat(filepath.Join(e.host, "n1"), &n1); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Refused) == 0 {
+		t.Fatalf("nothing refused: %+v", rep)
+	}
+	for _, r := range rep.Refused {
+		var sv unix.Stat_t
+		if r.Saved == "" || unix.Stat(r.Saved, &sv) != nil {
+			t.Errorf("%s: not saved (%q)", r.Path, r.Saved)
+		} else if sv.Ino == n1.Ino {
+			t.Errorf("%s is saved as another name of the workspace's n1", r.Path)
+		}
 	}
 }

@@ -194,7 +194,10 @@ func (s *saver) save(m *merger, kind, path string, up int, name string) string {
 		if unix.Fstatat(dirFD, dst, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			continue // saved by an interrupted merge, or a clash
 		}
-		err := unix.Renameat(up, name, dirFD, dst)
+		var err error = unix.EXDEV
+		if !sharedFile(up, name) {
+			err = unix.Renameat(up, name, dirFD, dst)
+		}
 		if errors.Is(err, unix.EXDEV) {
 			if err = copyTreeAt(up, name, dirFD, dst); err == nil {
 				removeTreeAt(up, name)
@@ -208,6 +211,15 @@ func (s *saver) save(m *merger, kind, path string, up int, name string) string {
 		return filepath.Join(s.stateDir, filepath.Dir(rel), dst)
 	}
 	return ""
+}
+
+// sharedFile reports whether name is a regular file with other names (one
+// the merge applied, a hard link of the command's): saved by rename, the
+// evidence would change with every write to those names.
+func sharedFile(dir int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+		st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1
 }
 
 // mkdirAllAt creates the directories of rel below dirFD, never following a
