@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -36,8 +39,10 @@ const MaxMCPLine = 16 << 20
 // one of the SDK's.
 func MCPStdio(r io.Reader, w io.Writer) mcp.Transport {
 	pr, pw := io.Pipe()
+	sdk := &lineWriter{w: pw}
 	g := &mcpGate{out: &lineWriter{w: w}, inFlight: map[string]bool{}}
-	go func() { pw.CloseWithError(g.copy(r, pw)) }()
+	g.toSDK = func(b []byte) { _, _ = sdk.Write(append(b, '\n')) }
+	go func() { pw.CloseWithError(g.copy(r, sdk)) }()
 	return &mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: MaxMCPLine + 1}
 }
 
@@ -45,6 +50,7 @@ func MCPStdio(r io.Reader, w io.Writer) mcp.Transport {
 // lines to the client, keeping the ids of the requests in flight.
 type mcpGate struct {
 	out      *lineWriter
+	toSDK    func([]byte) // writes a line to the SDK, as from the client
 	mu       sync.Mutex
 	inFlight map[string]bool
 }
@@ -89,56 +95,133 @@ func readLine(br *bufio.Reader, max int) (line []byte, long bool, err error) {
 }
 
 // check returns the JSON-RPC error for a line the SDK must not see (code
-// 0: none), with the id to answer (nil: null).
+// 0: none), with the id to answer (nil: null). A refused response (the
+// client answering one of the server's requests) is answered to the SDK
+// instead, as an error from the client, so that the server's request ends
+// (an ask answered that way is denied) and the client is not sent an
+// error that looks like the answer to a request of its own.
 func (g *mcpGate) check(line []byte) (json.RawMessage, int, string) {
+	id, code, msg, response := g.verdict(line)
+	if code == 0 || !response {
+		return id, code, msg
+	}
+	if id != nil {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+			"error": map[string]any{"code": code, "message": "sbx refused the client's response: " + msg}})
+		g.toSDK(b)
+		return nil, 0, "" // nothing for the client
+	}
+	return nil, code, "a response the server cannot match to a request: " + msg
+}
+
+// maxMCPDepth bounds the nesting of a message, well below the SDK's own
+// limit (1,000, past which it ends the session).
+const maxMCPDepth = 256
+
+// mcpMembers are the members a JSON-RPC 2.0 message may have.
+var mcpMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// verdict is check's decision; response tells whether line is a response
+// (no method: a result or an error).
+func (g *mcpGate) verdict(line []byte) (id json.RawMessage, code int, msg string, response bool) {
 	if t := bytes.TrimSpace(line); t[0] == '[' {
-		return nil, -32600, "JSON-RPC batches are not supported: send one message per line"
+		return nil, -32600, "JSON-RPC batches are not supported: send one message per line", false
+	}
+	if d := depth(line); d > maxMCPDepth {
+		return nil, -32600, fmt.Sprintf("nested %d deep; at most %d", d, maxMCPDepth), false
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, -32700, "parse error: " + err.Error()
+		return nil, -32700, "parse error: " + err.Error(), false
 	}
-	id := m["id"]
+	_, method := m["method"]
+	response = !method && (m["result"] != nil || m["error"] != nil)
+	raw, key := m["id"], idKey(m["id"])
+	if key != "" {
+		id = raw
+	}
 	n, err := settings.ParseJSON("message", line)
-	if err != nil {
+	switch {
+	case err != nil:
 		// Valid to Go's decoder, but with a key twice (or not UTF-8).
-		return validID(id), -32600, "the message cannot be read one way only: " + err.Error()
-	}
-	if n.Kind != settings.KindObject {
-		return nil, -32600, "a JSON-RPC message is an object"
+		return id, -32600, "the message cannot be read one way only: " + err.Error(), response
+	case n.Kind != settings.KindObject:
+		return nil, -32600, "a JSON-RPC message is an object", false
 	}
 	if k := foldTwin(n); k != "" {
-		return validID(id), -32600, fmt.Sprintf("keys that differ only in case (%q): the message cannot be read one way only", k)
+		return id, -32600, fmt.Sprintf("keys that differ only in case (%q): the message cannot be read one way only", k), response
 	}
-	if v, ok := n.Fields["jsonrpc"]; !ok || v.Kind != settings.KindString || v.Str != "2.0" {
-		return validID(id), -32600, `"jsonrpc" must be "2.0"`
+	for _, k := range n.Keys {
+		if !slices.Contains(mcpMembers, k) {
+			return id, -32600, fmt.Sprintf("%q is not a member of a JSON-RPC 2.0 message", k), response
+		}
 	}
-	if id != nil && validID(id) == nil {
-		return nil, -32600, "an id is a string, a number or null"
+	if v := n.Fields["jsonrpc"]; v == nil || v.Kind != settings.KindString || v.Str != "2.0" {
+		return id, -32600, `"jsonrpc" must be "2.0"`, response
 	}
-	if _, req := m["method"]; req && id != nil {
-		key := string(id)
+	if raw != nil && key == "" || response && raw == nil {
+		return nil, -32600, "an id is a string or an integer (-2^63 to 2^63-1), as sent back unchanged", response
+	}
+	if method && raw != nil {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.inFlight[key] {
-			return id, -32600, "this id is in use by a request in flight; ids are never reused in a session"
+			return id, -32600, "this id is in use by a request in flight; ids are never reused in a session", false
 		}
 		g.inFlight[key] = true
 	}
-	return nil, 0, ""
+	return nil, 0, "", response
 }
 
-// validID is id when it is a string, a number or null, else nil.
-func validID(id json.RawMessage) json.RawMessage {
+// idKey is the identity of a JSON-RPC id as the SDK reads it, "" for one
+// it would not send back as the client wrote it: null, a number that is
+// not an integer of 64 bits (7.0, 1.5, 1e3 and 2^64 come back as other
+// numbers), a string whose escapes hold no character (a lone surrogate
+// comes back as U+FFFD).
+func idKey(raw json.RawMessage) string {
 	var v any
-	if json.Unmarshal(id, &v) != nil {
-		return nil
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if raw == nil || d.Decode(&v) != nil {
+		return ""
 	}
-	switch v.(type) {
-	case string, float64, nil:
-		return id
+	switch x := v.(type) {
+	case string:
+		if strings.ContainsRune(x, utf8.RuneError) && !bytes.ContainsRune(raw, utf8.RuneError) &&
+			!bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
+			return ""
+		}
+		return "s:" + x
+	case json.Number:
+		i, err := strconv.ParseInt(x.String(), 10, 64)
+		if err != nil {
+			return ""
+		}
+		return "n:" + strconv.FormatInt(i, 10)
 	}
-	return nil
+	return ""
+}
+
+// depth is the deepest nesting of arrays and objects in a JSON text.
+func depth(b []byte) int {
+	d, deepest, in, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
 }
 
 // foldTwin returns a key of an object in n (at any depth) that another key
@@ -187,7 +270,7 @@ func (g *mcpGate) Write(p []byte) (int, error) {
 		}
 		if len(line) > 0 && json.Unmarshal(line, &m) == nil && m.ID != nil && m.Method == nil {
 			g.mu.Lock()
-			delete(g.inFlight, string(m.ID))
+			delete(g.inFlight, idKey(m.ID))
 			g.mu.Unlock()
 		}
 	}

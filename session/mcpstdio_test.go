@@ -100,6 +100,15 @@ func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait","arguments":{"word":"a","WORD":"b"}}}`, "7", -32600, "only in case"},
 		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "1", -32600, "in flight"},
 		{`null`, "null", -32600, "is an object"},
+		// The SDK ends the session past 1,000 levels.
+		{`{"jsonrpc":"2.0","id":11,"method":"ping","params":{"_meta":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, "null", -32600, "nested"},
+		// Ids the SDK would send back as another id (or not at all).
+		{`{"jsonrpc":"2.0","id":1.0,"method":"ping"}`, "null", -32600, "an id is"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "null", -32600, "an id is"},
+		{`{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}`, "null", -32600, "an id is"},
+		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, "null", -32600, "an id is"},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, "null", -32600, "an id is"},
+		{`{"jsonrpc":"2.0","id":12,"Method":"ping"}`, "12", -32600, "not a member"},
 		{"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"x\":\"\xff\"}", "8", -32600, "not valid UTF-8"},
 	}
 	for _, tt := range tests {
@@ -108,6 +117,17 @@ func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
 		if id != tt.id || code != tt.code || !strings.Contains(msg, tt.msg) {
 			t.Errorf("%s: id %s code %d %q, want id %s code %d %q", tt.line, id, code, msg, tt.id, tt.code, tt.msg)
 		}
+	}
+	// A malformed response (to a request of the server's) is answered to
+	// the SDK, not to the client, whose next answer is the ping's.
+	p.send(`{"jsonrpc":"2.0","id":99,"result":{"a":1,"a":2}}`)
+	p.send(`{"jsonrpc":"2.0","id":13,"method":"ping"}`)
+	if id, code, _ := p.recv(); id != "13" || code != 0 {
+		t.Errorf("after a malformed response: id %s code %d", id, code)
+	}
+	p.send(`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`)
+	if id, code, _ := p.recv(); id != `"a"` || code != 0 {
+		t.Errorf("an escaped string id: id %s code %d", id, code)
 	}
 	close(p.release)
 	if id, code, text := p.recv(); id != "1" || code != 0 || !strings.Contains(text, "one") {
