@@ -238,10 +238,10 @@ func (s *Settings) applyPermissions(f *File) {
 			p.ExcludedCommands = append(p.ExcludedCommands, Entry{Value: e.Str, File: f, Pos: e.Pos})
 		}
 	}
-	if v := lookup(f.Root, "sbx.hooks"); v != nil && v.Kind == KindObject {
-		if fc := v.Fields["failClosed"]; fc != nil && fc.Kind == KindBool {
-			p.HooksFailClosed = Bool{V: fc.Bool, Set: true, File: f}
-		}
+	// false from an untrusted project file would turn the user's
+	// fail-closed hooks open: dropped with a warning (honoured).
+	if v := lookup(f.Root, "sbx.hooks.failClosed"); s.honoured(f, "sbx.hooks.failClosed", v) {
+		p.HooksFailClosed = Bool{V: v.Bool, Set: true, File: f}
 	}
 	h := lookup(f.Root, "hooks")
 	if h == nil {

@@ -101,7 +101,7 @@ var schema = map[string]keySpec{
 	"sandbox.network.mitmProxy":               {kind: KindObject, status: ignoredStricter, loosens: always},
 
 	"sbx.trustedProjects":  {kind: KindArray, loosens: ifNonEmpty, note: "read from user and managed settings only"},
-	"sbx.hooks.failClosed": {kind: KindBool, note: "used by the permission gate"},
+	"sbx.hooks.failClosed": {kind: KindBool, loosens: ifFalse, note: "used by the permission gate"},
 }
 
 // topLevel lists Claude Code's top-level settings keys, accepted without a

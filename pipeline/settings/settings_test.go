@@ -233,6 +233,28 @@ func TestUntrustedProjectOnlyTightens(t *testing.T) {
 	}
 }
 
+// An untrusted project file cannot turn the user's fail-closed hooks
+// open (a crashing hook would then let the call run); trusted, it can.
+func TestProjectCannotOpenFailClosedHooks(t *testing.T) {
+	files := fakeFS{
+		"/home/u/.config/sbx/settings.json": `{"sbx": {"hooks": {"failClosed": true}}}`,
+		"/proj/.sbx/settings.json":          `{"sbx": {"hooks": {"failClosed": false}}}`,
+	}
+	s, err := load(t, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Perm.HooksFailClosed.Or(false) {
+		t.Error("an untrusted project file opened the user's fail-closed hooks")
+	}
+	if len(s.Warnings) == 0 || !strings.Contains(fmt.Sprint(s.Warnings), "sbx.hooks.failClosed") {
+		t.Errorf("no warning: %v", s.Warnings)
+	}
+	if s, err = load(t, files, func(o *Options) { o.TrustProject = true }); err != nil || s.Perm.HooksFailClosed.Or(true) {
+		t.Errorf("a trusted project's failClosed: false was not honoured: %v", err)
+	}
+}
+
 func TestProjectCannotTrustItself(t *testing.T) {
 	s, err := load(t, fakeFS{"/proj/.sbx/settings.json": `{"sbx": {"trustedProjects": ["/proj"]}, "sandbox": {"filesystem": {"allowWrite": ["/"]}}}`}, nil)
 	if err != nil {
