@@ -20,12 +20,14 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
@@ -484,11 +486,22 @@ func (s *Server) audit(e Event) {
 	}
 	e.Time = time.Now().UTC()
 	for _, f := range []*string{&e.Host, &e.Reason, &e.Addr, &e.Error} {
-		if s.red.ContainsFold(*f) {
+		if holdsSecret(s.red, *f) {
 			*f = "[REDACTED: holds a secret's value]"
 		}
 	}
 	s.Audit(e)
+}
+
+// holdsSecret reports whether an event field holds a secret's value in
+// any case, written in compatibility letters (fullwidth Ｚｑ７…, which
+// NFKC folds to Zq7…) or split across a host name's labels.
+func holdsSecret(red *creds.Redactor, f string) bool {
+	if red.ContainsFold(f) {
+		return true
+	}
+	n := norm.NFKC.String(f)
+	return red.ContainsFold(n) || red.ContainsFold(strings.ReplaceAll(n, ".", ""))
 }
 
 func ruleInfo(r *netrules.Rule) (string, string) {
