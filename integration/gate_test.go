@@ -259,13 +259,15 @@ func TestToolOutputKeepsTheTail(t *testing.T) {
 
 // A timeout of a few milliseconds can stop the transaction helper before
 // the command starts: the result says the command timed out, never that
-// the sandbox is unavailable (it is not; nothing ran).
+// the sandbox is unavailable (it is not; nothing ran). Under a millisecond
+// is a millisecond, not no timeout.
 func TestTinyTimeoutIsATimeout(t *testing.T) {
 	e := newEnv(t)
 	for i := 0; i < 10; i++ {
-		for _, ms := range []string{"1", "2", "3"} {
+		for _, ms := range []string{"1", "2", "3", "0.5"} {
 			r := e.tool(`{"type":"tool_use","id":"t","name":"Bash","input":{"command":"sleep 3","timeout":`+ms+`}}`, "--non-interactive")
-			if !strings.Contains(r.stdout, "Command timed out after "+ms+"ms") {
+			want := "Command timed out after " + strings.Replace(ms, "0.5", "1", 1) + "ms" // whole ms, rounded up
+			if !strings.Contains(r.stdout, want) {
 				t.Fatalf("timeout %s ms: %s %s", ms, r.stdout, r.stderr)
 			}
 		}

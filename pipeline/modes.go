@@ -515,6 +515,9 @@ func ValidateInput(tool string, input json.RawMessage) error {
 		if strings.TrimSpace(m["command"].(string)) == "" {
 			return errors.New("the parameter `command` is empty")
 		}
+		if b, _ := m["run_in_background"].(bool); b {
+			return errors.New("run_in_background is not supported by sbx: run the command in the foreground")
+		}
 	}
 	for name := range m {
 		if _, ok := schema[name]; !ok {

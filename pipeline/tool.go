@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -175,6 +176,11 @@ func exactKeys(raw []byte) (string, error) {
 	}
 	var id string
 	_ = json.Unmarshal(m["id"], &id)
+	if strings.ContainsRune(id, utf8.RuneError) && !bytes.ContainsRune(m["id"], utf8.RuneError) &&
+		!bytes.Contains(bytes.ToLower(m["id"]), []byte(`\ufffd`)) {
+		// A lone surrogate escape: the result would carry U+FFFD instead.
+		return "", errors.New("the id holds an escape that is no character (a lone surrogate)")
+	}
 	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		for _, f := range toolUseKeys {
@@ -218,9 +224,6 @@ func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
 	call := &Call{ID: tu.ID, Tool: name, Input: tu.Input}
 	if err := call.parse(); err != nil {
 		return errResult(tu.ID, "InputValidationError: "+err.Error())
-	}
-	if b, _ := call.m["run_in_background"].(bool); b {
-		return errResult(tu.ID, "InputValidationError: run_in_background is not supported by sbx: run the command in the foreground")
 	}
 	v, err := r.Decide(ctx, call)
 	if err != nil {
@@ -421,7 +424,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	}
 	if n, ok := call.m["timeout"].(json.Number); ok {
 		if ms, err := n.Float64(); err == nil && ms > 0 {
-			timeout = min(time.Duration(ms)*time.Millisecond, MaxBashTimeout)
+			// Whole milliseconds, rounded up: 0.5 is a timeout, not none.
+			timeout = min(time.Duration(math.Ceil(ms))*time.Millisecond, MaxBashTimeout)
 		}
 	}
 	// Head and tail of each stream, as Claude Code keeps them: a summary

@@ -343,6 +343,7 @@ func TestCheckReadsTheInputOneWayOnly(t *testing.T) {
 		`{"command":"ls","command":"rm -rf x"}`,
 		`{"command":"ls","COMMAND":"rm -rf x"}`,
 		`{"command":"ls"} {"command":"rm -rf x"}`,
+		`{"command":"ls","run_in_background":true}`,
 	} {
 		if v, err := s.Check(context.Background(), "Bash", json.RawMessage(in)); err == nil {
 			t.Errorf("%s: %s %s", in, v.Decision, v.Reason)
