@@ -720,10 +720,10 @@ func TestMergeOwnUnlinksAreNoConflict(t *testing.T) {
 // file, a file outside the writable root) keep theirs.
 func TestMergeModeChangeStaysWithItsName(t *testing.T) {
 	e := newMergeEnv(t)
-	start := linkedHost(t, e, "x\n")
-	os.Chmod(filepath.Join(e.host, "a"), 0o600)
+	linkedHost(t, e, "x\n")
+	os.Chmod(filepath.Join(e.host, "a"), 0o600) // moves the ctime: a new start after it
 	time.Sleep(20 * time.Millisecond)
-	start = coarseNow()
+	start := coarseNow()
 	u := upperTree{t, e.upper}
 	u.file("b", "x\n")
 	os.Chmod(filepath.Join(e.upper, "b"), 0o644)
