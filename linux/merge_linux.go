@@ -174,10 +174,29 @@ func (m *merger) own(st *unix.Stat_t) {
 	m.owned[key] = *st
 }
 
+// leafMode applies [merger.widens] to a file the command wrote: refused
+// when it opens an existing guarded file to every user; a new one loses
+// that bit (git init under a umask of 000), as set-user-ID bits are
+// dropped.
+func (m *merger) leafMode(up int, name string, st, hst *unix.Stat_t, s scope) (*fsrules.Refusal, error) {
+	if fileMode(st)&0o002 == 0 {
+		return nil, nil
+	}
+	if hst != nil {
+		return m.widens(s, hst.Mode, fileMode(st)), nil
+	}
+	if !m.guarded(s) {
+		return nil, nil
+	}
+	st.Mode &^= 0o002
+	return nil, unix.Fchmodat(up, name, fileMode(st), 0)
+}
+
 // widens refuses a mode that lets every user write an entry the policy
 // guards (a git directory, its config, a protected file) where old did
-// not: on a shared host another user could then plant a hook. (Group
-// write follows the user's umask and is left alone.)
+// not: on a shared host another user could then plant a hook. A new
+// guarded entry gets its mode without that bit instead. (Group write
+// follows the user's umask and is left alone.)
 func (m *merger) widens(s scope, old, mode uint32) *fsrules.Refusal {
 	if mode&^old&0o002 == 0 || !m.guarded(s) {
 		return nil
@@ -369,15 +388,21 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 	if m.discard || hsub < 0 {
 		return
 	}
+	mode := st.Mode & 0o1777
+	if !hostIsDir && mode&0o002 != 0 && m.guarded(s) {
+		mode &^= 0o002 // a new guarded directory: see [merger.widens]
+	}
 	var now unix.Stat_t
-	if unix.Fstat(hsub, &now) == nil && now.Mode&0o7777 != st.Mode&0o7777 {
-		r := m.widens(s, now.Mode, st.Mode&0o1777)
-		if c := m.pol.Check(s.change(fsrules.Modify, true)); c != nil && hostIsDir {
-			r = c
+	if unix.Fstat(hsub, &now) == nil && now.Mode&0o7777 != mode {
+		var r *fsrules.Refusal
+		if hostIsDir {
+			if r = m.pol.Check(s.change(fsrules.Modify, true)); r == nil {
+				r = m.widens(s, now.Mode, mode)
+			}
 		}
 		if r != nil {
 			m.refuse(r, -1, "")
-		} else if err := unix.Fchmod(hsub, st.Mode&0o1777); err != nil {
+		} else if err := unix.Fchmod(hsub, mode); err != nil {
 			m.lose(s.path, err)
 		}
 	}
@@ -414,11 +439,12 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		c.GitHolds = gitHolds(host)
 	}
 	r := m.pol.Check(c)
-	if old := uint32(0); r == nil && !c.Link {
-		if hst != nil {
-			old = hst.Mode
+	if r == nil && !c.Link {
+		var err error
+		if r, err = m.leafMode(up, name, st, hst, s); err != nil {
+			m.lose(s.path, err)
+			return
 		}
-		r = m.widens(s, old, fileMode(st))
 	}
 	if r != nil {
 		m.refuse(r, up, name)

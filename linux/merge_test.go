@@ -772,8 +772,14 @@ func TestMergeRefusesWorldWritableGitDir(t *testing.T) {
 	os.MkdirAll(filepath.Join(e.upper, ".git/hooks"), 0o777)
 	os.Chmod(filepath.Join(e.upper, ".git/hooks"), 0o777)
 	os.Chmod(filepath.Join(e.upper, ".git"), 0o777)
+	// New ones (git init under a umask of 000) arrive without the bit.
+	u.file(".git/description", "d\n")
+	os.Chmod(filepath.Join(e.upper, ".git/description"), 0o666)
+	os.MkdirAll(filepath.Join(e.upper, ".git/refs"), 0o777)
+	os.Chmod(filepath.Join(e.upper, ".git/refs"), 0o777)
 	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
-	for _, f := range []string{".git", ".git/hooks", ".git/config"} {
+	assertContent(t, filepath.Join(e.host, ".git/description"), "d\n")
+	for _, f := range []string{".git", ".git/hooks", ".git/config", ".git/description", ".git/refs"} {
 		if fi, err := os.Stat(filepath.Join(e.host, f)); err != nil || fi.Mode().Perm()&0o002 != 0 {
 			t.Errorf("%s: %v %v", f, fi.Mode(), err)
 		}
