@@ -69,12 +69,20 @@ func GitEntry(rel string, dir bool) (ok, config bool, why string) {
 	return false, false, "not git's own data (objects, refs, index, logs …)"
 }
 
-// LooksLikeHead reports whether data is what git accepts in a HEAD file: a
-// symbolic ref ("ref: refs/…") or an object name.
+// LooksLikeHead reports whether git could accept data as a HEAD file, and
+// errs on the side of yes (a directory it names a git directory is
+// guarded): a symbolic ref ("ref: refs/…") or text that begins with an
+// object name. Git reads only the first hash's worth of hex digits and
+// ignores what follows (validate_headref: "<40 hex>garbage" is a detached
+// HEAD), so nothing after them counts here either.
 func LooksLikeHead(data []byte) bool {
-	h := strings.TrimSpace(string(data))
-	if strings.HasPrefix(h, "ref:") {
-		return true
+	for _, h := range []string{string(data), strings.TrimSpace(string(data))} {
+		if strings.HasPrefix(h, "ref:") {
+			return true
+		}
+		if len(h) >= 40 && strings.Trim(h[:40], "0123456789abcdefABCDEF") == "" {
+			return true
+		}
 	}
-	return (len(h) == 40 || len(h) == 64) && strings.Trim(h, "0123456789abcdefABCDEF") == ""
+	return false
 }

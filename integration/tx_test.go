@@ -997,3 +997,23 @@ os.setxattr("newfile", "system.posix_acl_access", struct.pack("<I", 2) + e(1, 6)
 		t.Errorf("newfile arrived with extended attributes %q", strings.Split(string(buf[:n]), "\x00"))
 	}
 }
+
+// A HEAD git accepts though it is not a bare object name ("<40 hex>x":
+// git reads the first 40 digits and ignores the rest) makes its directory
+// a git directory for sbx too: its hook and its fsmonitor config do not
+// arrive (they did, and the host's git status ran the config's program).
+func TestHeadWithTrailingTextIsAGitDirectory(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	r := e.sh(`mkdir -p tools/objects tools/refs/heads tools/hooks
+printf '%s\n' "$(git rev-parse HEAD)x" > tools/HEAD
+printf '[core]\n\tbare = false\n\tfsmonitor = "touch /tmp/sbx-it-fsmonitor; false"\n' > tools/config
+printf '#!/bin/sh\ntouch /tmp/sbx-it-hook\n' > tools/hooks/pre-commit; chmod +x tools/hooks/pre-commit`, bypass)
+	if !strings.Contains(r.stderr, "refused") {
+		t.Errorf("nothing refused: %s", r.stderr)
+	}
+	assertAbsent(t, e.path("tools/hooks/pre-commit"))
+	if b, err := os.ReadFile(e.path("tools/config")); err == nil && strings.Contains(string(b), "fsmonitor") {
+		t.Errorf("tools/config arrived with fsmonitor:\n%s", b)
+	}
+}
