@@ -52,8 +52,8 @@ type merger struct {
 	// (a dup'ed descriptor) and name it was first written to.
 	links map[[2]uint64]hostName
 	// owned are host files with several names of which the merge took
-	// one away, as they were before ([merger.own]).
-	owned map[[2]uint64]unix.Stat_t
+	// one away ([merger.owning]).
+	owned map[[2]uint64]owned
 	// copyOnly is set once a rename from the upper layer failed with
 	// EXDEV: the rest is copied.
 	copyOnly bool
@@ -144,10 +144,12 @@ func fileMode(st *unix.Stat_t) uint32 {
 // made after the start with a time truncated below it, so the start is
 // truncated as the entry's stamp is ([truncateLike]).
 func (m *merger) changedDuringRun(st *unix.Stat_t) bool {
-	if prior, ok := m.owned[[2]uint64{st.Dev, st.Ino}]; ok {
+	if o, ok := m.owned[[2]uint64{st.Dev, st.Ino}]; ok {
 		// The merge itself took a name of this inode away, which moved its
-		// ctime: changed only if its content, size or mode changed since.
-		return st.Mtim != prior.Mtim || st.Size != prior.Size || st.Mode != prior.Mode
+		// ctime: changed if its content, size or mode did, or its ctime
+		// moved again after the merge's last such step.
+		return st.Mtim != o.st.Mtim || st.Size != o.st.Size || st.Mode != o.st.Mode ||
+			after(st.Ctim, truncateLike(o.upTo, st.Ctim))
 	}
 	start := m.start
 	if slices.Contains(m.fineDevs, st.Dev) {
@@ -156,22 +158,41 @@ func (m *merger) changedDuringRun(st *unix.Stat_t) bool {
 	return !after(truncateLike(start, st.Ctim), st.Ctim)
 }
 
-// own records, before the merge takes a name of a host file with other
-// names away (an unlink, a replacement), the file as it was: the link
-// count's drop moves the ctime of the other names, which must not read as
-// a change made on the host during the run ([merger.changedDuringRun]).
-func (m *merger) own(st *unix.Stat_t) {
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
-		return
+// owning runs op, which takes a name of the host file st away (an unlink,
+// a replacement). When the file has other names, their ctime moves with
+// the link count, which must not read as a change made on the host during
+// the run ([merger.changedDuringRun]): the file as it was before the first
+// such step, and the time after each, are recorded. A host change stamped
+// no later than that (within a coarse clock tick of the step, 4 ms; a
+// second on file systems that stamp whole seconds) that keeps the size and
+// restores the mtime is not told from the merge's own.
+func (m *merger) owning(st *unix.Stat_t, op func() error) error {
+	if st == nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+		return op()
 	}
 	key := [2]uint64{st.Dev, st.Ino}
-	if _, ok := m.owned[key]; ok {
-		return
+	o, ok := m.owned[key]
+	if !ok {
+		o = owned{st: *st}
+	}
+	err := op()
+	if err == nil {
+		// The fine clock: a file system with multigrain stamps gives the
+		// step a ctime past the coarse one.
+		_ = unix.ClockGettime(unix.CLOCK_REALTIME, &o.upTo)
 	}
 	if m.owned == nil {
-		m.owned = map[[2]uint64]unix.Stat_t{}
+		m.owned = map[[2]uint64]owned{}
 	}
-	m.owned[key] = *st
+	m.owned[key] = o
+	return err
+}
+
+// owned is a host file with several names of which the merge took one
+// away: as it was before, and when the merge's last such step ended.
+type owned struct {
+	st   unix.Stat_t
+	upTo unix.Timespec
 }
 
 // leafMode applies [merger.widens] to a file the command wrote: refused
@@ -463,10 +484,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	if hst != nil && hst.Mode&unix.S_IFMT == unix.S_IFDIR {
 		hst = nil // removed above
 	}
-	if hst != nil {
-		m.own(hst)
-	}
-	if err := m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)); err != nil {
+	if err := m.owning(hst, func() error { return m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)) }); err != nil {
 		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
 			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path, Saved: saved, Why: err.Error()})
 		} else {
@@ -527,8 +545,7 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 			// in place, the mode or times would change for them all. The
 			// command's file replaces this name, as the sandbox saw it
 			// (overlayfs copied it up, apart from the other names).
-			m.own(hst)
-			if err := m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)); err != nil {
+			if err := m.owning(hst, func() error { return m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)) }); err != nil {
 				m.lose(s.path, err)
 				return
 			}
@@ -851,8 +868,7 @@ func (m *merger) removeTree(dirFD int, name string, s scope, st *unix.Stat_t) bo
 			m.would(c)
 			return true
 		}
-		m.own(st)
-		if err := unix.Unlinkat(dirFD, name, 0); err != nil {
+		if err := m.owning(st, func() error { return unix.Unlinkat(dirFD, name, 0) }); err != nil {
 			m.lose(s.path, err)
 			return false
 		}

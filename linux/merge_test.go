@@ -820,3 +820,51 @@ func TestMergeSavesACopyOfALinkedRefusal(t *testing.T) {
 		}
 	}
 }
+
+// A host edit made during the merge to another name of a file the merge
+// took a name of away is still a conflict, even keeping the size and the
+// mtime: only the merge's own step is forgiven.
+func TestMergeHostEditAfterItsOwnStepIsAConflict(t *testing.T) {
+	e := newMergeEnv(t)
+	write(t, filepath.Join(e.host, "a"), "x\n")
+	if err := os.Link(filepath.Join(e.host, "a"), filepath.Join(e.host, "b")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	start := coarseNow()
+	u := upperTree{t, e.upper}
+	u.whiteout("a")
+	u.file("b", "y\n")
+	edited := ""
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, func(m *merger) {
+		m.afterEntry = func(n int) {
+			if n != 1 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // past the step's clock tick
+			for _, name := range []string{"a", "b"} {
+				p := filepath.Join(e.host, name)
+				var st unix.Stat_t
+				if unix.Stat(p, &st) != nil || st.Nlink < 2 && name == "b" && content(p) == "y\n" {
+					continue // gone, or already the command's
+				}
+				f, err := os.OpenFile(p, os.O_WRONLY, 0)
+				if err != nil {
+					continue
+				}
+				f.WriteString("Z\n") // same size, in place
+				f.Close()
+				unix.UtimesNano(p, []unix.Timespec{st.Atim, st.Mtim})
+				edited = p
+				return
+			}
+		}
+	})
+	if edited == "" {
+		t.Fatal("no name left to edit")
+	}
+	assertContent(t, edited, "Z\n")
+	if len(rep.Conflicts) != 1 || rep.Conflicts[0].Path != edited {
+		t.Errorf("conflicts: %+v (edited %s)", rep.Conflicts, edited)
+	}
+}
