@@ -101,14 +101,23 @@ func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "1", -32600, "in flight"},
 		{`null`, "null", -32600, "is an object"},
 		// The SDK ends the session past 1,000 levels.
-		{`{"jsonrpc":"2.0","id":11,"method":"ping","params":{"_meta":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, "null", -32600, "nested"},
+		{`{"jsonrpc":"2.0","id":11,"method":"ping","params":{"_meta":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, "11", -32600, "nested"},
 		// Ids the SDK would send back as another id (or not at all).
 		{`{"jsonrpc":"2.0","id":1.0,"method":"ping"}`, "null", -32600, "an id is"},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "null", -32600, "an id is"},
 		{`{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}`, "null", -32600, "an id is"},
 		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, "null", -32600, "an id is"},
 		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, "null", -32600, "an id is"},
-		{`{"jsonrpc":"2.0","id":12,"Method":"ping"}`, "12", -32600, "not a member"},
+		{`{"jsonrpc":"2.0","id":12,"Method":"ping"}`, "null", -32600, "not a member"},
+		// The SDK ended the session on these.
+		{`{"jsonrpc":"2.0","method":5}`, "null", -32600, "method is a string"},
+		{`{"jsonrpc":"2.0","id":14,"method":{}}`, "14", -32600, "method is a string"},
+		{`{"jsonrpc":"2.0"}`, "null", -32600, "neither a request"},
+		{`{"jsonrpc":"2.0","id":15}`, "null", -32600, "neither a request"},
+		{`{"jsonrpc":"2.0","id":5,"error":"x"}`, "null", -32600, "neither a request"},
+		{`{"jsonrpc":"1.0","id":5,"result":{}}`, "null", -32600, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "null", -32600, "an id is"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}", "null", -32600, "not valid UTF-8"},
 		{"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"x\":\"\xff\"}", "8", -32600, "not valid UTF-8"},
 	}
 	for _, tt := range tests {
@@ -118,12 +127,19 @@ func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
 			t.Errorf("%s: id %s code %d %q, want id %s code %d %q", tt.line, id, code, msg, tt.id, tt.code, tt.msg)
 		}
 	}
-	// A malformed response (to a request of the server's) is answered to
-	// the SDK, not to the client, whose next answer is the ping's.
-	p.send(`{"jsonrpc":"2.0","id":99,"result":{"a":1,"a":2}}`)
+	// An answer to no request of the server's is refused with a null id
+	// (the client's own id 99 could be one of its requests in flight).
+	p.send(`{"jsonrpc":"2.0","id":99,"result":{"a":1}}`)
+	if id, code, msg := p.recv(); id != "null" || code != -32600 || !strings.Contains(msg, "neither a request") {
+		t.Errorf("an answer to nothing: id %s code %d %q", id, code, msg)
+	}
 	p.send(`{"jsonrpc":"2.0","id":13,"method":"ping"}`)
 	if id, code, _ := p.recv(); id != "13" || code != 0 {
-		t.Errorf("after a malformed response: id %s code %d", id, code)
+		t.Errorf("after it: id %s code %d", id, code)
+	}
+	p.send("{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"ping\"} \t") // the SDK ended the session on the white space
+	if id, code, _ := p.recv(); id != "16" || code != 0 {
+		t.Errorf("a ping with white space after it: id %s code %d", id, code)
 	}
 	p.send(`{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`)
 	if id, code, _ := p.recv(); id != `"a"` || code != 0 {
