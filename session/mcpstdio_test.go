@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -162,4 +164,45 @@ func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
 	if id, code, _ := p.recv(); id != "10" || code != 0 {
 		t.Errorf("after an over-long line: id %s code %d", id, code)
 	}
+}
+
+// FuzzMCPVerdict: whatever the gate passes on, the SDK's own decoder
+// reads (one it cannot read ends the session), and an id the gate tracks
+// comes back from the SDK's encoder as the same id.
+func FuzzMCPVerdict(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"bash","arguments":{"command":"ls"}}}`,
+		`{"jsonrpc":"2.0","id":7.0,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
+		`{"jsonrpc":"2.0","method":5}`,
+		`{"jsonrpc":"2.0","id":5,"error":{"code":"x","message":"m"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			return
+		}
+		g := &mcpGate{inFlight: map[string]bool{}, serverPending: map[string]bool{"n:5": true, "s:x": true}}
+		if v := g.verdict(line); v.code != 0 {
+			return
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			t.Fatalf("the gate passed %q, the SDK cannot read it: %v", line, err)
+		}
+		if r, ok := msg.(*jsonrpc.Request); ok && r.ID.IsValid() {
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal(line, &m)
+			out, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: r.ID, Result: json.RawMessage("{}")})
+			var back map[string]json.RawMessage
+			_ = json.Unmarshal(out, &back)
+			if idKey(back["id"]) != idKey(m["id"]) {
+				t.Fatalf("id %s comes back as %s", m["id"], back["id"])
+			}
+		}
+	})
 }
