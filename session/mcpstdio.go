@@ -68,6 +68,9 @@ func (g *mcpGate) copy(r io.Reader, to io.Writer) error {
 			case v.toServer:
 				// A malformed answer to a request of the server's: the
 				// server gets an error in its place (an ask is denied).
+				g.mu.Lock()
+				delete(g.serverPending, idKey(v.id))
+				g.mu.Unlock()
 				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": v.id,
 					"error": map[string]any{"code": v.code, "message": "sbx refused the client's response: " + v.msg}})
 				if _, werr := to.Write(append(b, '\n')); werr != nil {
