@@ -485,11 +485,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		hst = nil // removed above
 	}
 	if err := m.owning(hst, func() error { return m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)) }); err != nil {
-		if saved := m.saves.save(m, "conflicts", s.path, up, name); saved != "" {
-			m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: s.path, Saved: saved, Why: err.Error()})
-		} else {
-			m.lose(s.path, err)
-		}
+		m.placeFailed(up, name, s.path, err)
 		return
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
@@ -497,6 +493,16 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		m.rep.Bytes += st.Size
 	}
 	m.done()
+}
+
+// placeFailed keeps the command's version of an entry the merge could not
+// place (the host's changed meanwhile): saved as a conflict, or lost.
+func (m *merger) placeFailed(up int, name, path string, err error) {
+	if saved := m.saves.save(m, "conflicts", path, up, name); saved != "" {
+		m.rep.Conflicts = append(m.rep.Conflicts, Conflict{Path: path, Saved: saved, Why: err.Error()})
+	} else {
+		m.lose(path, err)
+	}
 }
 
 // sameEntry reports whether the host entry already is what the upper one
@@ -546,7 +552,7 @@ func (m *merger) sameContent(up, host int, name string, st, hst *unix.Stat_t, s 
 			// command's file replaces this name, as the sandbox saw it
 			// (overlayfs copied it up, apart from the other names).
 			if err := m.owning(hst, func() error { return m.place(up, host, name, st, hst, s.path, m.mayShare(st) && m.guarded(s)) }); err != nil {
-				m.lose(s.path, err)
+				m.placeFailed(up, name, s.path, err)
 				return
 			}
 			m.done()
