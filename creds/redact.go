@@ -25,6 +25,7 @@ type Redactor struct {
 	// longest is the longest's length.
 	forms   []string
 	bforms  [][]byte // forms, as bytes
+	lforms  []string // forms, lower-cased (ContainsFold)
 	longest int
 	// to are the forms' replacements, by form (for a cut-off form at the
 	// end of a stream).
@@ -235,10 +236,12 @@ func newRedactor(secrets []*Secret, replacement func(*Secret, func(string) strin
 		same = same && len(f) == len(t)
 	}
 	bforms := make([][]byte, len(found))
+	lforms := make([]string, len(found))
 	for i, f := range found {
-		bforms[i] = []byte(f)
+		bforms[i], lforms[i] = []byte(f), strings.ToLower(f)
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, bforms: bforms, longest: len(found[0]), to: to, sameLength: same}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: found, bforms: bforms, lforms: lforms,
+		longest: len(found[0]), to: to, sameLength: same}
 }
 
 // core is v without the white space, line ends and quotes around it,
@@ -253,8 +256,8 @@ func (r *Redactor) ContainsFold(s string) bool {
 		return false
 	}
 	ls := strings.ToLower(s)
-	for _, f := range r.forms {
-		if strings.Contains(ls, strings.ToLower(f)) {
+	for _, f := range r.lforms {
+		if strings.Contains(ls, f) {
 			return true
 		}
 	}

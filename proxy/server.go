@@ -497,11 +497,26 @@ func (s *Server) audit(e Event) {
 // any case, written in compatibility letters (fullwidth Ｚｑ７…, which
 // NFKC folds to Zq7…) or split across a host name's labels.
 func holdsSecret(red *creds.Redactor, f string) bool {
-	if red.ContainsFold(f) {
-		return true
+	if f == "" || red.ContainsFold(f) {
+		return f != ""
 	}
-	n := norm.NFKC.String(f)
-	return red.ContainsFold(n) || red.ContainsFold(strings.ReplaceAll(n, ".", ""))
+	n := f
+	if !isASCII(f) {
+		n = norm.NFKC.String(f) // the identity on ASCII
+		if red.ContainsFold(n) {
+			return true
+		}
+	}
+	return strings.Contains(n, ".") && red.ContainsFold(strings.ReplaceAll(n, ".", ""))
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 func ruleInfo(r *netrules.Rule) (string, string) {
