@@ -1017,3 +1017,18 @@ printf '#!/bin/sh\ntouch /tmp/sbx-it-hook\n' > tools/hooks/pre-commit; chmod +x 
 		t.Errorf("tools/config arrived with fsmonitor:\n%s", b)
 	}
 }
+
+// A directory named like a bare repository is a git directory with no
+// HEAD yet: a hook and a program-running config key left in it would go
+// live with the host user's `git init --bare b.git`.
+func TestBareNamedDirectoryIsAGitDirectory(t *testing.T) {
+	e := newEnv(t)
+	r := e.sh(`mkdir -p b.git/hooks
+printf '#!/bin/sh\ntouch /tmp/sbx-it-bare-hook\n' > b.git/hooks/post-update; chmod +x b.git/hooks/post-update
+printf '[core]\n\tfsmonitor = touch /tmp/sbx-it-bare-fsm\n' > b.git/config`, bypass)
+	if !strings.Contains(r.stderr, "refused") {
+		t.Errorf("nothing refused: %s", r.stderr)
+	}
+	assertAbsent(t, e.path("b.git/hooks/post-update"))
+	assertAbsent(t, e.path("b.git/config"))
+}

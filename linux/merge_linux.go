@@ -1040,8 +1040,13 @@ func gitHoldsBelow(dir int, sub string) string {
 // has a HEAD (a link, or a file that reads as a ref or an object name), or
 // a commondir file (a linked worktree's). Git also wants objects/ and
 // refs/, but those may be links to anywhere: they are not looked at, so a
-// directory counts as soon as its HEAD does.
+// directory counts as soon as its HEAD does. A directory named like a bare
+// repository (x.git) counts with no HEAD: `git init --bare x.git` on the
+// host keeps the hooks and config a command left there.
 func isGitDirAt(up, host int, name string) bool {
+	if len(name) > len(".git") && strings.EqualFold(name[len(name)-len(".git"):], ".git") {
+		return true
+	}
 	for _, d := range []int{up, host} {
 		if d < 0 {
 			continue
