@@ -48,7 +48,7 @@ func (g *mcpGate) verdict(line []byte) mcpVerdict {
 	g.mu.Unlock()
 	refuse := func(code int, msg string) mcpVerdict {
 		v := mcpVerdict{code: code, msg: msg, toServer: response}
-		if key != "" && (method || response) {
+		if key != "" && (method || response) && !idTwice(line) {
 			v.id = m["id"]
 		}
 		return v
@@ -164,6 +164,31 @@ func idKey(raw json.RawMessage) string {
 		return "n:" + strconv.FormatInt(i, 10)
 	}
 	return ""
+}
+
+// idTwice reports whether a message names its id twice ("id" and
+// "\u0069d"): Go's decoder keeps the last, so no answer could be paired
+// with the id the client reads.
+func idTwice(line []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(line))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	n := 0
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return true
+		}
+		if k == "id" {
+			n++
+		}
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return true
+		}
+	}
+	return n > 1
 }
 
 // depth is the deepest nesting of arrays and objects in a JSON text.

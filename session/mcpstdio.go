@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -34,9 +35,14 @@ func MCPStdio(r io.Reader, w io.Writer) mcp.Transport {
 	pr, pw := io.Pipe()
 	sdk := &lineWriter{w: pw}
 	g := &mcpGate{out: &lineWriter{w: w}, inFlight: map[string]bool{}, serverPending: map[string]bool{}}
+	g.answered = sync.NewCond(&g.mu)
 	go func() { pw.CloseWithError(g.copy(r, sdk)) }()
 	return &mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: MaxMCPLine + 1}
 }
+
+// maxEOFWait bounds the wait, at the end of input, for the calls under way:
+// the longest Bash timeout and a minute.
+const maxEOFWait = 11 * time.Minute
 
 // mcpGate passes the client's acceptable lines to the SDK and the SDK's
 // lines to the client, keeping the ids of the requests in flight.
@@ -47,6 +53,8 @@ type mcpGate struct {
 	// serverPending those of the server's requests to the client (an
 	// elicitation) not yet answered, by [idKey].
 	inFlight, serverPending map[string]bool
+	// answered is signalled (with mu) each time a response leaves.
+	answered *sync.Cond
 }
 
 // copy reads the client's lines until r ends, answering those it refuses.
@@ -82,10 +90,30 @@ func (g *mcpGate) copy(r io.Reader, to io.Writer) error {
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
+				g.waitAnswered(maxEOFWait)
 				return nil
 			}
 			return err
 		}
+	}
+}
+
+// waitAnswered waits, at the end of input, until every call under way is
+// answered or max has passed, as sbx serve lets them finish (a client
+// that wants them stopped sends SIGTERM).
+func (g *mcpGate) waitAnswered(max time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	giveUp := false
+	t := time.AfterFunc(max, func() {
+		g.mu.Lock()
+		giveUp = true
+		g.answered.Broadcast()
+		g.mu.Unlock()
+	})
+	defer t.Stop()
+	for len(g.inFlight) > 0 && !giveUp {
+		g.answered.Wait()
 	}
 }
 
@@ -128,6 +156,7 @@ func (g *mcpGate) Write(p []byte) (int, error) {
 		g.mu.Lock()
 		if m.Method == nil {
 			delete(g.inFlight, idKey(m.ID))
+			g.answered.Broadcast()
 		} else {
 			g.serverPending[idKey(m.ID)] = true
 		}

@@ -111,6 +111,7 @@ func TestMCPStdioAnswersWhatTheSDKCannot(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, "null", -32600, "an id is"},
 		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, "null", -32600, "an id is"},
 		{`{"jsonrpc":"2.0","id":12,"Method":"ping"}`, "null", -32600, "not a member"},
+		{`{"jsonrpc":"2.0","id":17,"\u0069d":18,"method":"ping"}`, "null", -32600, "one way only"},
 		// The SDK ended the session on these.
 		{`{"jsonrpc":"2.0","method":5}`, "null", -32600, "method is a string"},
 		{`{"jsonrpc":"2.0","id":14,"method":{}}`, "14", -32600, "method is a string"},
@@ -205,4 +206,23 @@ func FuzzMCPVerdict(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The end of input lets a call under way finish and be answered (sbx mcp
+// exited at once, the call killed with no answer).
+func TestMCPStdioAnswersCallsAfterEndOfInput(t *testing.T) {
+	p := newMCPPeer(t)
+	p.send(`{"jsonrpc":"2.0","id":"last","method":"tools/call","params":{"name":"wait","arguments":{"word":"done"}}}`)
+	time.Sleep(100 * time.Millisecond)
+	p.in.Close()
+	time.Sleep(200 * time.Millisecond)
+	close(p.release)
+	if id, code, text := p.recv(); id != `"last"` || code != 0 || !strings.Contains(text, "done") {
+		t.Errorf("after the end of input: id %s code %d %s", id, code, text)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Error("the server did not end after answering")
+	}
 }
