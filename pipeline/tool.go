@@ -231,7 +231,7 @@ func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
 	}
 	if v.Decision != DecisionAllow {
 		res := errResult(tu.ID, fmt.Sprintf("Permission to use %s has been denied. %s", name, v.Reason))
-		res.Output = &BashOutput{Verdict: v}
+		res.Output = &BashOutput{ExitCode: -1, Verdict: v} // it did not run
 		return res
 	}
 	// Run the input as decided (hooks may have rewritten it).
@@ -462,6 +462,8 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		if errors.Is(err, ErrUnavailable) {
 			msg += " (nothing was run; sbx doctor explains)"
 		}
+		// No exit status: it did not run, or was stopped (interrupted).
+		out.ExitCode, out.Interrupted = -1, ctx.Err() != nil
 		r.postHooks(ctx, "PostToolUseFailure", call, out, msg, time.Since(start))
 		tr := errResult(call.ID, msg)
 		if ctx.Err() != nil {

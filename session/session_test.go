@@ -25,9 +25,13 @@ type fake struct {
 	spec *pipeline.Spec
 	out  string
 	res  pipeline.Result
+	err  error // returned instead of running
 }
 
 func (f *fake) Run(_ context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	f.spec = s
 	if stdio.Stdout != nil {
 		stdio.Stdout.Write([]byte(f.out))
@@ -351,5 +355,21 @@ func TestCheckReadsTheInputOneWayOnly(t *testing.T) {
 	}
 	if v, err := s.Check(context.Background(), "Bash", json.RawMessage(`{"command":"ls"}`)); err != nil || v.Decision != pipeline.DecisionAllow {
 		t.Errorf("ls: %v %v", v, err)
+	}
+}
+
+// A call that did not run reports no exit status (-1), as the MCP bash
+// tool's schema says: a denied one, and one the sandbox could not run.
+func TestToolThatDidNotRunHasNoExitStatus(t *testing.T) {
+	s := open(t, `{"permissions": {"deny": ["Bash(rm *)"]}}`, &fake{}, nil)
+	res := s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"d","name":"Bash","input":{"command":"rm -rf x"}}`))
+	if !res.IsError || res.Output == nil || res.Output.ExitCode != -1 {
+		t.Errorf("denied: %+v %+v", res, res.Output)
+	}
+	f := &fake{err: pipeline.ErrUnavailable}
+	s = open(t, "", f, nil)
+	res = s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"u","name":"Bash","input":{"command":"true"}}`))
+	if !res.IsError || res.Output == nil || res.Output.ExitCode != -1 || res.Output.Interrupted {
+		t.Errorf("not run: %+v %+v", res, res.Output)
 	}
 }
