@@ -176,8 +176,7 @@ func exactKeys(raw []byte) (string, error) {
 	}
 	var id string
 	_ = json.Unmarshal(m["id"], &id)
-	if strings.ContainsRune(id, utf8.RuneError) && !bytes.ContainsRune(m["id"], utf8.RuneError) &&
-		!bytes.Contains(bytes.ToLower(m["id"]), []byte(`\ufffd`)) {
+	if LostInDecoding(m["id"], id) {
 		// A lone surrogate escape: the result would carry U+FFFD instead.
 		return "", errors.New("the id holds an escape that is no character (a lone surrogate)")
 	}
@@ -190,6 +189,14 @@ func exactKeys(raw []byte) (string, error) {
 		}
 	}
 	return id, nil
+}
+
+// LostInDecoding reports whether s, a JSON string decoded from raw, holds
+// a U+FFFD that raw did not: a lone surrogate escape or a byte that is not
+// UTF-8, which a reply echoing s would not give back as sent.
+func LostInDecoding(raw []byte, s string) bool {
+	return strings.ContainsRune(s, utf8.RuneError) && !bytes.ContainsRune(raw, utf8.RuneError) &&
+		!bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`))
 }
 
 // Call runs one tool use. Everything it returns is redacted.

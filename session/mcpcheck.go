@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 )
 
@@ -151,8 +152,7 @@ func idKey(raw json.RawMessage) string {
 	}
 	switch x := v.(type) {
 	case string:
-		if strings.ContainsRune(x, utf8.RuneError) && !bytes.ContainsRune(raw, utf8.RuneError) &&
-			!bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
+		if pipeline.LostInDecoding(raw, x) {
 			return ""
 		}
 		return "s:" + x
