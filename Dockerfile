@@ -1,7 +1,7 @@
 # An image with sbx, bubblewrap and the tools a sandboxed command usually
 # needs, running as a user that is not root. Build and check it:
 #
-#   make docker        # CGO_ENABLED=0 go build -o bin/sbx ./cmd/sbx && docker build -t sbx .
+#   make docker        # scripts/build bin/sbx && docker build -t sbx .
 #   docker run --rm --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
 #     --security-opt systempaths=unconfined sbx doctor
 #

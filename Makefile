@@ -8,8 +8,7 @@ PKGS := ./...
 all: build
 
 build:
-	mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -o bin/sbx ./cmd/sbx
+	scripts/build bin/sbx
 
 # The container image (Dockerfile): see its header for the docker run options.
 docker: build
@@ -25,9 +24,11 @@ fmt:
 # detector's test build and the seccomp generator use it.
 vet:
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
+	CGO_ENABLED=0 $(GO) vet -tags sbxinner ./cmd/sbx-inner
 
 staticcheck:
 	CGO_ENABLED=0 $(STATICCHECK) $(PKGS)
+	CGO_ENABLED=0 $(STATICCHECK) -tags sbxinner ./cmd/sbx-inner
 
 # Every package must build for macOS too.
 cross:

@@ -238,7 +238,7 @@ func TestClaudeCodeRunsBashInSbx(t *testing.T) {
 	if got := strings.Join(names, " "); got != ".claude .hook-log from-sub sub" {
 		t.Errorf("the workspace holds %q; want only what the calls made", got)
 	}
-	if left := PidsWith(sbxBin); len(left) > 0 {
+	if left := SbxPids(sbxBin); len(left) > 0 {
 		t.Errorf("sbx processes left running: %v", left)
 	}
 }

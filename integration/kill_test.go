@@ -44,14 +44,14 @@ func TestKillCampaign(t *testing.T) {
 		time.Sleep(delay)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		if !waitFor(10*time.Second, func() bool { return len(PidsWith(sbxBin)) == 0 }) {
-			t.Fatalf("run %d (killed after %s): processes left: %s", i, delay, cmdlines(PidsWith(sbxBin)))
+		if !waitFor(10*time.Second, func() bool { return len(SbxPids(sbxBin)) == 0 }) {
+			t.Fatalf("run %d (killed after %s): processes left: %s", i, delay, cmdlines(SbxPids(sbxBin)))
 		}
 	}
 	if r := e.sbx("doctor", "--clean", "--json"); r.code != 0 {
 		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	if left := PidsWith(sbxBin); len(left) > 0 {
+	if left := SbxPids(sbxBin); len(left) > 0 {
 		t.Errorf("processes left: %s", cmdlines(left))
 	}
 	if runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs")); len(runs) != 0 {

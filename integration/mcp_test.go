@@ -99,7 +99,7 @@ func TestMCPServerWithGoClient(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
-	if left := PidsWith(sbxBin); len(left) > 0 {
+	if left := SbxPids(sbxBin); len(left) > 0 {
 		t.Errorf("sbx processes left running: %v", left)
 	}
 }

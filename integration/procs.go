@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,21 @@ func PidsWith(marker string) []int {
 		}
 	}
 	return out
+}
+
+// SbxPids lists the processes of sbx built at bin: bin's own, the
+// transaction helpers (argv[0] is bin), and the in-sandbox inits and
+// limits stubs, which run from sbx-inner's memfd (argv[1] names them).
+func SbxPids(bin string) []int {
+	pids := PidsWith(bin)
+	for _, arg := range []string{"\x00__sbx_init\x00", "\x00__sbx_rlimit\x00"} {
+		for _, p := range PidsWith(arg) {
+			if !slices.Contains(pids, p) {
+				pids = append(pids, p)
+			}
+		}
+	}
+	return pids
 }
 
 // PeakWatcher samples a count every 20 ms and keeps the highest value.

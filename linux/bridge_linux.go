@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/proxy"
+	"github.com/sbx-sandbox/sbx/proxy/conns"
 )
 
 // startBridge listens on the sandbox's own loopback (127.0.0.1 and ::1) on
@@ -25,7 +25,7 @@ func startBridge(b *BridgeSpec) error {
 	if b == nil {
 		return nil
 	}
-	br := &bridge{socket: b.Socket, admit: proxy.NewAdmission(maxRelays)}
+	br := &bridge{socket: b.Socket, admit: conns.NewAdmission(maxRelays)}
 	if b.Handoff != "" {
 		// The proxy takes the command's sockets themselves; relaying stays
 		// the way for a connection that cannot be handed over.
@@ -60,7 +60,7 @@ const maxRelays = 1024
 type bridge struct {
 	socket string
 	peer   *net.UnixConn
-	admit  *proxy.Admission
+	admit  *conns.Admission
 }
 
 func (br *bridge) serve(ln net.Listener) {
@@ -68,7 +68,7 @@ func (br *bridge) serve(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if !proxy.Temporary(err) {
+			if !conns.Temporary(err) {
 				return
 			}
 			// Out of descriptors for a moment: keep serving.
@@ -77,7 +77,7 @@ func (br *bridge) serve(ln net.Listener) {
 			continue
 		}
 		backoff = 0
-		if br.peer != nil && proxy.HandOff(br.peer, c.(*net.TCPConn)) == nil {
+		if br.peer != nil && conns.HandOff(br.peer, c.(*net.TCPConn)) == nil {
 			c.Close() // the proxy has its own descriptor
 			continue
 		}

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !sbxinner
 
 package linux
 
@@ -427,22 +427,4 @@ func (c *cgroups) remove() {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-}
-
-// removeStaleCgroups removes the cgroups of a run whose sbx was killed
-// (their processes died with it: bubblewrap runs with --die-with-parent).
-// They sit under sbx's own cgroup, a few levels below a hierarchy root.
-func removeStaleCgroups(name string) []error {
-	var errs []error
-	pat := "/sys/fs/cgroup"
-	for depth := 0; depth < 8; depth++ {
-		m, _ := filepath.Glob(filepath.Join(pat, name))
-		for _, d := range m {
-			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("stale cgroup %s: %w", d, err))
-			}
-		}
-		pat += "/*"
-	}
-	return errs
 }

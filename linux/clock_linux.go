@@ -12,42 +12,6 @@ import (
 	"github.com/sbx-sandbox/sbx/fsrules"
 )
 
-// conflictClock is the conflict clock of a command about to start after
-// a call that came at called (a [FileClock] value): a time after called
-// that every change made from now on to a writable root reaches. On a
-// filesystem stamping whole seconds it is the next even second
-// ([secondAfter]): the command waits for it, up to two seconds. Once
-// the coarse clock has passed called, it is the coarse clock. Before
-// that, when the filesystem of every writable root takes its stamps from
-// this kernel's clock with its floor (Linux 6.13 and later), those
-// filesystems get a fine-grained stamp taken now, which raises the floor
-// ([fineStamp]): every later change on them is stamped at or above it, so
-// the command need not wait. Any other filesystem (one mounted in a root)
-// gets the coarse clock, under which a change the host made in the tick
-// before the call is taken for one made during the run (a conflict: the
-// host's version kept, nothing lost). Otherwise the command waits for the
-// coarse clock to pass called (one tick at most).
-func (e *Executor) conflictClock(called unix.Timespec, roots []fsrules.Path) TxStart {
-	if wholeSeconds(roots) {
-		t := secondAfter(called)
-		for after(t, coarseNow()) {
-			time.Sleep(time.Millisecond)
-		}
-		return TxStart{Clock: &t}
-	}
-	if c := coarseNow(); after(c, called) {
-		return TxStart{Clock: &c}
-	}
-	if devs, ok := e.floors.all(roots, e.StateDir); ok {
-		if s, fine := fineStamp(e.StateDir); fine && after(s, called) {
-			c := coarseNow()
-			return TxStart{Clock: &c, Fine: &s, FineDevs: devs}
-		}
-	}
-	c := clockAfter(called)
-	return TxStart{Clock: &c}
-}
-
 // wholeSeconds reports whether a root is on a filesystem that stamps
 // whole seconds (ext4 with 128-byte inodes; FAT keeps two): its change
 // time, which no one can set, has no nanoseconds.

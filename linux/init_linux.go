@@ -244,6 +244,8 @@ func startStub(spec *InitSpec) (*stubProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Run by /proc/self/exe: the init may run from a memfd, whose name
+	// (Executable) is no path.
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -257,7 +259,7 @@ func startStub(spec *InitSpec) (*stubProc, error) {
 	}
 	argv := []string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10),
 		strconv.FormatUint(spec.Procs, 10), strconv.FormatUint(spec.DataBytes, 10), hold}
-	pid, err := startLocked(spec, self, argv, &syscall.ProcAttr{Dir: "/", Env: []string{}, Files: files})
+	pid, err := startLocked(spec, "/proc/self/exe", argv, &syscall.ProcAttr{Dir: "/", Env: []string{}, Files: files})
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("limits stub: %w", err)
@@ -618,3 +620,7 @@ func stamp(i int, t time.Time) {
 	binary.LittleEndian.PutUint64(b[2:], uint64(t.UnixNano()))
 	unix.Write(InitReadyFD, b[:])
 }
+
+// forwarded are the signals the init passes on to the command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP}

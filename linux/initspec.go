@@ -66,6 +66,12 @@ const (
 // descriptors of the table go to bubblewrap: the next one.
 func quietFD(nfiles int) int { return 3 + nfiles }
 
+// innerBwrapFD is the descriptor at which bubblewrap inherits the sealed
+// memfd of sbx-inner, which it runs as the init, when nfiles descriptors
+// of the table go to it: the one after quietFD. The init makes it
+// close-on-exec with every other at its start.
+func innerBwrapFD(nfiles int) int { return quietFD(nfiles) + 1 }
+
 // The messages on InitReadyFD; see the table.
 const (
 	InitRunning   = 1

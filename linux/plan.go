@@ -1,9 +1,5 @@
-// Package linux is sbx's Linux executor: a bubblewrap sandbox whose first
-// process is sbx itself, re-executed as an init that applies Landlock and the
-// seccomp filter to the command it starts.
-//
-// The mount plan and the bubblewrap argv are built by pure functions from the
-// compiled policy (portable and golden-tested); only spawning is Linux code.
+//go:build !sbxinner
+
 package linux
 
 import (
@@ -37,10 +33,6 @@ type Op struct {
 	Size int64  `json:"size,omitempty"` // OpTmpfs: bytes, 0 for the default
 }
 
-// TmpInBudget is the directory of the disk budget that is the sandbox's
-// /tmp.
-const TmpInBudget = "tmp"
-
 // PlanInput is what [BuildPlan] needs besides the policy.
 type PlanInput struct {
 	Policy *fsrules.Policy
@@ -50,8 +42,11 @@ type PlanInput struct {
 	// Masked maps a denyRead file to the host file bound over it instead of
 	// EmptyFile: its masked copy (secrets replaced by placeholders).
 	Masked map[string]string
-	// Exe is the sbx binary, bound read-only at its own path so the init can
-	// run even if its directory is hidden, and cannot be modified.
+	// Exe is the sbx binary, bound read-only at its own path so that it is
+	// there even if its directory is hidden (sbx run inside says sandboxes
+	// do not nest, sbx --claude-shell runs the command directly), cannot
+	// be modified, and, when it runs as the init itself (a build without
+	// sbx-inner), can run.
 	Exe string
 	// ProxySocket, when set, is the proxy's Unix socket, bound into the
 	// sandbox at the same path for the init's bridge.
@@ -75,13 +70,6 @@ type PlanInput struct {
 	// StateDir is sbx's state directory (run directories, staged writes,
 	// the quarantine): hidden from the sandbox.
 	StateDir string
-}
-
-func depth(p string) int {
-	if p == "/" {
-		return 0
-	}
-	return strings.Count(p, "/")
 }
 
 // BuildPlan orders the mount operations for a policy. Shallower paths come
@@ -139,7 +127,7 @@ func BuildPlan(in PlanInput) []Op {
 		ops = append(ops, Op{Kind: OpROBind, Src: f, Dst: f, Why: "allowUnixSockets"})
 	}
 	if in.Exe != "" {
-		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx init"})
+		ops = append(ops, Op{Kind: OpROBind, Src: in.Exe, Dst: in.Exe, Why: "sbx"})
 	}
 	ops = dedupeOps(ops)
 	slices.SortStableFunc(ops, func(a, b Op) int {

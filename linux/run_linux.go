@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !sbxinner
 
 package linux
 
@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,8 +39,10 @@ import (
 type Executor struct {
 	// Bwrap is the bubblewrap binary; empty means "bwrap" on PATH.
 	Bwrap string
-	// Exe is the sbx binary to run as the in-sandbox init; empty means the
-	// running executable.
+	// Exe is the sbx binary to run as the transaction helper and the
+	// in-sandbox init. Empty means the sbx-inner this build embeds (run
+	// from a sealed memfd: see innerExe), or the running executable when
+	// it embeds none.
 	Exe string
 	// StateDir holds run directories and the quarantine; required.
 	StateDir string
@@ -73,6 +74,11 @@ type Executor struct {
 	// floors are the filesystems seen to follow the kernel's timestamp
 	// floor (see conflictClock).
 	floors floorFilesystems
+	// inner is the sealed memfd the helper and the init run from, once
+	// made (innerExe).
+	innerOnce sync.Once
+	inner     *os.File
+	innerErr  error
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
@@ -217,6 +223,9 @@ func (e *Executor) newRun(ctx context.Context, s *pipeline.Spec, tr *pipeline.Tr
 	}
 	tr.Mark("sbx: earlier runs checked, run directory made")
 	r := &run{e: e, spec: s, runDir: runDir, rec: rec, res: res, trace: tr, bwrap: bwrap, exe: exe}
+	if r.inner, err = e.innerExe(); err != nil {
+		tr.Printf("the helper and the init are sbx itself: %v", err)
+	}
 	r.stamps.Store(tr)
 	defer func() {
 		if err != nil {
@@ -384,9 +393,12 @@ type run struct {
 	called unix.Timespec
 	// bwrap and exe are the binaries; plan is the mount plan.
 	bwrap, exe string
-	plan       []Op
-	rec        *record
-	res        *pipeline.Result
+	// inner is the sealed memfd the helper and the init run from; nil
+	// when they run from exe.
+	inner *os.File
+	plan  []Op
+	rec   *record
+	res   *pipeline.Result
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
@@ -525,10 +537,6 @@ func randomSuffix() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// forwarded are the signals the init passes on to the command.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP}
 
 // launched is a sandbox whose init has been started and waits for its
 // spec (the command) on fd 3.
@@ -731,7 +739,9 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 	st := <-l.initState
 	r.txRep = l.rep
 	if r.txRep != nil {
-		r.trace.Add(r.txRep.Stamps...)
+		for _, s := range r.txRep.Stamps {
+			r.trace.Add(pipeline.Stamp(s))
+		}
 	}
 	if ctxErr != nil {
 		return ctxErr
@@ -858,12 +868,20 @@ func (r *run) callSpec(s *pipeline.Spec) InitCall {
 	return c
 }
 
+// procFD is the path by which a process runs the file at its descriptor
+// fd (the kernel opens it before it closes the close-on-exec ones).
+func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
 // helperCmd prepares the transaction helper's process: bubblewrap's argv
 // (and the fallback's), the transaction spec recorded in the run
 // directory, and the descriptor table of initspec.go.
 func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd, *txCtl, *helperOut, error) {
 	extra := fds.table()
-	args := BwrapArgs(plan, BwrapOptions{InfoFD: infoFD}, []string{exe, InitArg})
+	initPath := exe
+	if r.inner != nil {
+		initPath = procFD(innerBwrapFD(len(extra)))
+	}
+	args := BwrapArgs(plan, BwrapOptions{InfoFD: infoFD}, []string{initPath, InitArg})
 	r.trace.Printf("bubblewrap: %s", shellQuote(append([]string{bwrap}, args...)))
 	txs, err := r.txSpec(bwrap, args, len(extra))
 	if err != nil {
@@ -873,12 +891,21 @@ func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd,
 		if os.Getuid() == 0 {
 			fb, _ = SplitPlan(fb)
 		}
-		txs.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: infoFD}, []string{exe, InitArg})
+		txs.FallbackArgs = BwrapArgs(fb, BwrapOptions{InfoFD: infoFD}, []string{initPath, InitArg})
+	}
+	// The helper runs from exe, or from the memfd at the descriptor
+	// after the control socket's (its argv[0] names sbx either way).
+	path, files := exe, append(slices.Clip(extra), nil)
+	if r.inner != nil {
+		txs.InnerFD = 3 + len(files)
+		files = append(files, r.inner)
+		path = procFD(txs.InnerFD)
 	}
 	tx, err := newTxCtl(exe, txs, len(extra))
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	files[len(extra)] = tx.child
 	fds.later = append(fds.later, tx.child)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -894,69 +921,17 @@ func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd,
 		io.Copy(io.Discard, pr)
 	}()
 	cmd := &exec.Cmd{
-		Path:        exe,
+		Path:        path,
 		Args:        tx.argv,
 		Env:         txEnv(),
 		Dir:         "/",
 		Stdout:      pw,
 		Stderr:      pw,
-		ExtraFiles:  append(extra, tx.child),
+		ExtraFiles:  files,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	txSysProcAttr(cmd.SysProcAttr)
 	return cmd, tx, out, nil
-}
-
-// startOnLockedThread starts cmd, and waits for it, from one goroutine
-// locked to its OS thread: Pdeathsig follows the thread that forked the
-// child (golang/go#27505). The channel delivers Wait's error.
-func startOnLockedThread(cmd *exec.Cmd) (<-chan error, error) {
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		awaitExit(cmd.Process.Pid)
-		exited <- cmd.Wait()
-	}()
-	return exited, <-started
-}
-
-// awaitExit parks the calling goroutine until process pid (a child not
-// yet waited for) has exited, through the runtime's poller on a pidfd,
-// so that the Wait after it returns at once. A goroutine blocked in the
-// wait system call itself keeps its P: sbx runs on one (oneProc), and the
-// runtime's monitor takes it back only after up to 10 ms, a stall of
-// every other goroutine. Each wake-up asks the kernel whether the child
-// has exited (waitid, WNOHANG and WNOWAIT: it stays for Wait): the
-// poller's edge for a pidfd that was readable when it was registered can
-// be taken before the wait starts, and is not given again. Without
-// pidfds (Linux < 5.3) it returns at once.
-func awaitExit(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return
-	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Read(func(fd uintptr) bool {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		return err != nil || info.Signo != 0 // exited (or not ours to wait for)
-	})
 }
 
 // finish turns bubblewrap's exit into a result. bwrap exits with the init's

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
-	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
 // TxHelperArg is argv[1] of the sbx process that makes a run's writes a
@@ -46,6 +45,8 @@ type TxSpec struct {
 	// start delivers TxStart's clock (read from the control socket after
 	// the spec).
 	start chan TxStart
+	// inner is InnerFD's file, kept open for a fallback's second start.
+	inner *os.File
 	// Bwrap and BwrapArgs are the bubblewrap command to run.
 	Bwrap     string   `json:"bwrap,omitempty"`
 	BwrapArgs []string `json:"bwrapArgs,omitempty"`
@@ -54,6 +55,10 @@ type TxSpec struct {
 	// helper learns the sandbox's pid too.
 	NFiles int `json:"nfiles,omitempty"`
 	InfoFD int `json:"infoFD,omitempty"`
+	// InnerFD, when set, is the helper's descriptor of the sealed memfd it
+	// runs from (sbx-inner): bubblewrap inherits it at innerBwrapFD and
+	// runs the init from it (BwrapArgs name that path).
+	InnerFD int `json:"innerFD,omitempty"`
 	// RunDir is the run directory: the staging area, the journal and the
 	// report live there. StateDir is sbx's state directory (quarantine,
 	// conflicts, the merge lock).
@@ -118,15 +123,22 @@ type TxReport struct {
 	// Warnings are problems that did not stop the run.
 	Warnings []string `json:"warnings,omitempty"`
 	// Stamps are when the helper's phases ended (for --debug).
-	Stamps []pipeline.Stamp `json:"stamps,omitempty"`
+	Stamps []TxStamp `json:"stamps,omitempty"`
 	// Status is bubblewrap's exit status (the command's), once bubblewrap
 	// has exited: the helper exits with it after the report.
 	Status *int `json:"status,omitempty"`
 }
 
+// TxStamp is the moment one of the helper's phases ended: a
+// [pipeline.Stamp], which this package's inner build cannot import.
+type TxStamp struct {
+	Name string `json:"n"`
+	Time int64  `json:"t"`
+}
+
 // stamp records that the helper's phase name ended at t.
 func (rep *TxReport) stamp(name string, t time.Time) {
-	rep.Stamps = append(rep.Stamps, pipeline.Stamp{Name: "helper: " + name, Time: t.UnixNano()})
+	rep.Stamps = append(rep.Stamps, TxStamp{Name: "helper: " + name, Time: t.UnixNano()})
 }
 
 // TxHelper is the helper's main; it returns bubblewrap's exit status
@@ -151,6 +163,10 @@ func TxHelper(args []string) int {
 		return ExitInitFailed
 	}
 	spec.start = make(chan TxStart, 1)
+	if spec.InnerFD > 2 {
+		unix.CloseOnExec(spec.InnerFD) // for bubblewrap only
+		spec.inner = os.NewFile(uintptr(spec.InnerFD), "sbx-inner")
+	}
 	go func() {
 		var m TxStart
 		if dec.Decode(&m) == nil && m.Clock != nil {
@@ -751,6 +767,9 @@ func runBwrap(spec *TxSpec) (int, string) {
 		extra = append(extra, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
 	}
 	extra = append(extra, quietW) // quietFD(spec.NFiles)
+	if spec.inner != nil {
+		extra = append(extra, spec.inner) // innerBwrapFD(spec.NFiles)
+	}
 	cmd := &exec.Cmd{
 		Path:        spec.Bwrap,
 		Args:        append([]string{"bwrap"}, spec.BwrapArgs...),
@@ -775,7 +794,9 @@ func runBwrap(spec *TxSpec) (int, string) {
 		return ExitInitFailed, bwrapExited
 	}
 	for _, f := range extra {
-		f.Close()
+		if f != spec.inner {
+			f.Close()
+		}
 	}
 	pidc := make(chan int, 1)
 	go func() {

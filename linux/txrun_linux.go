@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !sbxinner
 
 package linux
 
@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
@@ -59,7 +60,7 @@ func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
 		BestEffort: r.spec.Limits.Soft(pipeline.LimitDisk),
 	}
 	saved := spec
-	saved.BwrapArgs, saved.Bwrap = nil, ""
+	saved.BwrapArgs, saved.Bwrap, saved.InnerFD = nil, "", 0
 	return spec, writeJSON(filepath.Join(r.runDir, txFile), saved)
 }
 
@@ -471,11 +472,6 @@ func finishMerge(ctx context.Context, dir, exe string) (MergeReport, error) {
 	return got.Merge, nil
 }
 
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
 // staleEnough reports whether a run directory without a record is older
 // than its own setup could take, judged by the pid in its name.
 func staleEnough(dir string) bool {
@@ -498,4 +494,40 @@ func txEnv() []string {
 		return []string{"SBX_TEST_MERGE_PAUSE=" + v}
 	}
 	return []string{}
+}
+
+// conflictClock is the conflict clock of a command about to start after
+// a call that came at called (a [FileClock] value): a time after called
+// that every change made from now on to a writable root reaches. On a
+// filesystem stamping whole seconds it is the next even second
+// ([secondAfter]): the command waits for it, up to two seconds. Once
+// the coarse clock has passed called, it is the coarse clock. Before
+// that, when the filesystem of every writable root takes its stamps from
+// this kernel's clock with its floor (Linux 6.13 and later), those
+// filesystems get a fine-grained stamp taken now, which raises the floor
+// ([fineStamp]): every later change on them is stamped at or above it, so
+// the command need not wait. Any other filesystem (one mounted in a root)
+// gets the coarse clock, under which a change the host made in the tick
+// before the call is taken for one made during the run (a conflict: the
+// host's version kept, nothing lost). Otherwise the command waits for the
+// coarse clock to pass called (one tick at most).
+func (e *Executor) conflictClock(called unix.Timespec, roots []fsrules.Path) TxStart {
+	if wholeSeconds(roots) {
+		t := secondAfter(called)
+		for after(t, coarseNow()) {
+			time.Sleep(time.Millisecond)
+		}
+		return TxStart{Clock: &t}
+	}
+	if c := coarseNow(); after(c, called) {
+		return TxStart{Clock: &c}
+	}
+	if devs, ok := e.floors.all(roots, e.StateDir); ok {
+		if s, fine := fineStamp(e.StateDir); fine && after(s, called) {
+			c := coarseNow()
+			return TxStart{Clock: &c, Fine: &s, FineDevs: devs}
+		}
+	}
+	c := clockAfter(called)
+	return TxStart{Clock: &c}
 }

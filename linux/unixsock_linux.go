@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/internal/printable"
 	"github.com/sbx-sandbox/sbx/linux/seccomp"
-	"github.com/sbx-sandbox/sbx/pipeline"
 )
 
 // The supervisor performs every connect(2) the command makes (the
@@ -324,7 +324,7 @@ func (s *supervisor) notice(path, why string) {
 		s.refused = map[string]bool{}
 	}
 	s.refused[path] = true
-	fmt.Fprintf(os.Stderr, "sbx: connect to %s refused: %s\n", pipeline.Printable(path), why)
+	fmt.Fprintf(os.Stderr, "sbx: connect to %s refused: %s\n", printable.Escape(path), why)
 }
 
 // ownNamespace reports whether sock belongs to the sandbox's network

@@ -2,10 +2,9 @@ package pipeline
 
 import (
 	"fmt"
-	"strings"
-	"unicode"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/internal/printable"
 )
 
 // Changes is what became of a command's writes to its writable roots: on
@@ -86,28 +85,7 @@ func (c *Changes) Lines() []string {
 	}
 	out = append(out, c.Notes...)
 	for i, l := range out {
-		out[i] = Printable(l)
+		out[i] = printable.Escape(l)
 	}
 	return out
-}
-
-// Printable escapes what a terminal would act on (newlines, escape
-// sequences, bidirectional overrides) in text that holds names the command
-// chose, so no file name can forge or erase a line of sbx's.
-func Printable(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case unicode.IsPrint(r):
-			b.WriteRune(r)
-		case r < 0x80:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-	}
-	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/proxy/conns"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +43,7 @@ func (h *HandoffListener) acceptPeers() {
 	for {
 		p, err := h.ln.AcceptUnix()
 		if err != nil {
-			if !Temporary(err) {
+			if !conns.Temporary(err) {
 				return
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
@@ -142,20 +143,3 @@ func (h *HandoffListener) Close() error {
 
 // Addr is the listening socket's address.
 func (h *HandoffListener) Addr() net.Addr { return h.ln.Addr() }
-
-// HandOff passes c's descriptor to the proxy over peer (a SOCK_SEQPACKET
-// connection to a HandoffListener). The caller still closes c: the proxy
-// has its own copy.
-func HandOff(peer *net.UnixConn, c *net.TCPConn) error {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var werr error
-	if err := raw.Control(func(fd uintptr) {
-		_, _, werr = peer.WriteMsgUnix([]byte{0}, unix.UnixRights(int(fd)), nil)
-	}); err != nil {
-		return err
-	}
-	return werr
-}

@@ -23,7 +23,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/netrules"
+	"github.com/sbx-sandbox/sbx/proxy/conns"
 )
 
 // Event is one audit record: a decision, and for an allowed connection the
@@ -94,7 +94,7 @@ type Server struct {
 	gp      *goproxy.ProxyHttpServer
 	hs      *http.Server
 	httpLn  *chanListener
-	admit   *Admission
+	admit   *conns.Admission
 	mu      sync.Mutex
 	lns     []net.Listener
 	conns   map[net.Conn]struct{}
@@ -108,7 +108,7 @@ func (s *Server) init() {
 		if n <= 0 {
 			n = 512
 		}
-		s.admit = NewAdmission(n)
+		s.admit = conns.NewAdmission(n)
 		s.red = creds.NewRedactor(s.Secrets)
 		s.conns = map[net.Conn]struct{}{}
 		s.ownAddr = map[netip.Addr]bool{}
@@ -171,7 +171,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.closed.Load() {
 				return nil
 			}
-			if !Temporary(err) {
+			if !conns.Temporary(err) {
 				return err
 			}
 			// Out of descriptors or memory for a moment: keep serving.
@@ -190,35 +190,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.track(c, true)
 		go s.serveConn(c)
 	}
-}
-
-// Temporary reports whether an accept error passes: out of descriptors,
-// buffers or memory, or a connection aborted before it was accepted.
-func Temporary(err error) bool {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return true
-	}
-	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// RefuseOverLimit answers a connection past MaxConns in its own protocol
-// (SOCKS5: no acceptable method; HTTP: 503 naming the limit) and closes it.
-func RefuseOverLimit(c net.Conn, limit int) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	var b [1]byte
-	if n, _ := c.Read(b[:]); n == 1 && b[0] == 5 {
-		c.Write([]byte{5, 0xff})
-		return
-	}
-	msg := fmt.Sprintf("sbx proxy: more than %d connections at once from the sandbox; try again when some have closed\n", limit)
-	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(msg), msg)
 }
 
 func (s *Server) track(c net.Conn, add bool) {

@@ -19,7 +19,7 @@ for f in darwin/testdata/*.sb; do
   fi
 done
 mkdir -p bin
-CGO_ENABLED=0 go build -o bin/sbx ./cmd/sbx
+scripts/build bin/sbx
 bin/sbx doctor
 ws=$(mktemp -d)
 trap 'rm -rf "$ws"' EXIT

@@ -97,9 +97,10 @@ type Options struct {
 	// Executor replaces the platform's sandbox (tests, embedders with their
 	// own); nil means bubblewrap on Linux, Seatbelt on macOS.
 	Executor pipeline.Executor
-	// Exe is the sbx binary that runs as the sandbox's init on Linux; ""
-	// means the running executable, which must then call [Reexec] first in
-	// main and be built with CGO_ENABLED=0.
+	// Exe is the sbx binary that runs as the sandbox's helper and init on
+	// Linux; "" means the sbx-inner embedded in this build (scripts/build),
+	// or else the running executable, which must then call [Reexec] first
+	// in main and be built with CGO_ENABLED=0.
 	Exe string
 	// Warm is for a long-lived session (serve, MCP): the next sandbox is
 	// launched while the caller thinks, so a tool call skips the sandbox's

@@ -18,9 +18,9 @@ func Build() (bin, dir string, err error) {
 		return "", "", err
 	}
 	bin = filepath.Join(dir, "sbx")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sbx")
+	// As the README builds it: with sbx-inner embedded.
+	build := exec.Command(filepath.Join(root, "scripts", "build"), bin)
 	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		os.RemoveAll(dir)

@@ -1,0 +1,27 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+)
+
+// The sbx the README builds (scripts/build) runs its helper and the
+// sandbox's init from the sbx-inner it embeds, through a sealed memfd
+// that the command never holds.
+func TestSandboxRunsFromTheEmbeddedInner(t *testing.T) {
+	e := newEnv(t)
+	r := e.sbx("run", "--debug", "--", "sh", "-c", `tr '\0' ' ' </proc/1/cmdline; echo; ls -l /proc/self/fd/`)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "the helper and the init are sbx itself") {
+		t.Errorf("the embedded sbx-inner was not used:\n%s", r.stderr)
+	}
+	init, fds, _ := strings.Cut(r.stdout, "\n")
+	if !strings.HasPrefix(init, "/proc/self/fd/") || !strings.Contains(init, " __sbx_init") {
+		t.Errorf("the init is %q, want sbx-inner run from bubblewrap's descriptor", init)
+	}
+	if strings.Contains(fds, "memfd") || strings.Contains(fds, "sbx") {
+		t.Errorf("the command holds a descriptor of sbx's:\n%s", fds)
+	}
+}
