@@ -57,25 +57,27 @@ func pauseSandbox(initPID int, limit time.Duration) (resume func(), err error) {
 	}
 	deadline := time.Now().Add(limit)
 	for {
-		running := false
+		running := 0 // one still running, 0 when none
 		for _, pid := range descendants(initPID) {
-			if !runningTasks(pid) {
+			_, sent := stopped[pid]
+			if !mayRun("/proc", pid, sent) {
 				continue
 			}
-			running = true
-			if _, sent := stopped[pid]; sent {
+			running = pid
+			if sent {
 				continue // signalled, not stopped yet
 			}
 			if fd, ok := stopBelow(pid, initPID); ok {
 				stopped[pid] = fd
 			}
 		}
-		if !running {
+		if running == 0 {
 			return resume, nil
 		}
 		if time.Now().After(deadline) {
 			resume()
-			return nil, fmt.Errorf("a process of the sandbox did not stop within %v", limit)
+			_, sent := stopped[running]
+			return nil, fmt.Errorf("a process of the sandbox did not stop within %v (%s, signalled: %v)", limit, describeProc(running), sent)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -131,18 +133,61 @@ func below(pid, ancestor int) bool {
 	return false
 }
 
-// runningTasks reports whether a thread of pid is neither stopped nor
-// dead (false when pid is gone).
-func runningTasks(pid int) bool {
-	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+// mayRun reports whether a thread of pid (under the proc mount at proc)
+// may still run code of its own: it is neither stopped nor dead, nor, once
+// signalled (sent), in an uninterruptible wait with the stop still to
+// come. Such a thread stops before it returns to its code: SIGSTOP is
+// pending for the process (in the wait of a parent for its vfork child,
+// which the pause stopped before its exec, the parent would otherwise be
+// waited for forever), or another of its threads has stopped (the group
+// stop is under way). False when pid is gone.
+func mayRun(proc string, pid int, sent bool) bool {
+	stopped, waiting := 0, 0
+	stats, _ := filepath.Glob(fmt.Sprintf("%s/%d/task/*/stat", proc, pid))
 	for _, f := range stats {
 		st, err := statFields(f)
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			continue // a thread that exited
-		}
-		if err != nil || !strings.Contains("TtZX", st[0]) {
+		switch {
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+			// a thread that exited
+		case err != nil:
+			return true
+		case strings.Contains("TtZX", st[0]):
+			stopped++
+		case st[0] == "D" && sent:
+			waiting++
+		default:
 			return true
 		}
 	}
+	return waiting > 0 && stopped == 0 && !stopPending(proc, pid)
+}
+
+// stopPending reports whether SIGSTOP is pending for the whole process
+// (ShdPnd in its status).
+func stopPending(proc string, pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/status", proc, pid))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(unix.SIGSTOP-1)) != 0
+		}
+	}
 	return false
+}
+
+// describeProc names pid, its command and the states of its threads, for
+// an error.
+func describeProc(pid int) string {
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	var states []string
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, f := range stats {
+		if st, err := statFields(f); err == nil {
+			states = append(states, st[0])
+		}
+	}
+	return fmt.Sprintf("pid %d %q, threads %s", pid, strings.TrimSpace(string(comm)), strings.Join(states, ""))
 }

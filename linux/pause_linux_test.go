@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,7 +63,7 @@ wait`
 	if sizeOf(t, a) != sa || sizeOf(t, b) != sb {
 		t.Error("a process below the init wrote while the sandbox was paused")
 	}
-	if !runningTasks(init.Process.Pid) {
+	if !mayRun("/proc", init.Process.Pid, false) {
 		t.Error("the init itself was stopped")
 	}
 	resume()
@@ -96,10 +97,62 @@ func TestPauseSandboxGivesUp(t *testing.T) {
 	if _, err := pauseSandbox(init.Process.Pid, 0); err == nil {
 		t.Fatal("a pause with no time to stop anything succeeded")
 	}
-	for i := 0; i < 500 && !runningTasks(kids[0]); i++ {
+	for i := 0; i < 500 && !mayRun("/proc", kids[0], false); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !runningTasks(kids[0]) {
+	if !mayRun("/proc", kids[0], false) {
 		t.Error("the failed pause left a process stopped")
+	}
+}
+
+// mayRun reads the threads' states: a thread in an uninterruptible wait
+// counts as paused only once signalled and with the stop to come (the
+// parent of a vfork child the pause stopped before its exec waits so for
+// good).
+func TestMayRun(t *testing.T) {
+	const stop = "0000000000040000" // SIGSTOP in ShdPnd
+	tests := []struct {
+		name   string
+		states string // one letter per thread
+		shdPnd string
+		sent   bool
+		mayRun bool
+	}{
+		{"running", "R", "0", true, true},
+		{"sleeping", "S", "0", true, true},
+		{"stopped", "T", "0", true, false},
+		{"traced", "t", "0", false, false},
+		{"zombie", "Z", "0", false, false},
+		{"one thread still sleeping", "TS", "0", true, true},
+		{"vfork parent, stop pending", "D", stop, true, false},
+		{"vfork parent, not signalled", "D", stop, false, true},
+		{"disk wait, no stop pending (continued since)", "D", "0", true, true},
+		{"group stop under way", "TD", "0", true, false},
+		{"disk wait and a running thread", "DR", stop, true, true},
+		{"gone", "", "0", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proc := t.TempDir()
+			for i, st := range tt.states {
+				dir := filepath.Join(proc, "42", "task", strconv.Itoa(42+i))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				stat := "42 (sh) " + string(st) + " 1 42 42 0 -1"
+				if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.states != "" {
+				status := "Name:\tsh\nSigPnd:\t0000000000000000\nShdPnd:\t" + tt.shdPnd + "\n"
+				if err := os.WriteFile(filepath.Join(proc, "42", "status"), []byte(status), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := mayRun(proc, 42, tt.sent); got != tt.mayRun {
+				t.Errorf("mayRun = %v, want %v", got, tt.mayRun)
+			}
+		})
 	}
 }
