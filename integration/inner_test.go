@@ -27,3 +27,16 @@ func TestSandboxRunsFromTheEmbeddedInner(t *testing.T) {
 		t.Errorf("the command holds a descriptor of sbx's:\n%s", fds)
 	}
 }
+
+// A policy that hides a path in /proc (here the init's own) leaves no
+// /proc/self/fd for bubblewrap to run the init from: it runs from sbx's
+// path, and the command runs all the same.
+func TestInitRunsWithAPathOfProcHidden(t *testing.T) {
+	e := newEnv(t)
+	for _, hidden := range []string{"/proc/1", "/proc/1/fd"} {
+		r := e.sbx("run", "--deny-read", hidden, "--", "echo", "ran")
+		if r.code != 0 || !strings.Contains(r.stdout, "ran") {
+			t.Errorf("--deny-read %s: exit %d\n%s\n%s", hidden, r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -55,10 +55,22 @@ func sealedMemfd(name string, b []byte) (*os.File, error) {
 			return nil, fmt.Errorf("memfd: %w", err)
 		}
 	}
+	// F_SEAL_EXEC (Linux 6.3) keeps its mode too: no chmod makes it
+	// unrunnable for the sandboxes to come.
 	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+	_, err = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals|unix.F_SEAL_EXEC)
+	if errors.Is(err, unix.EINVAL) {
+		_, err = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals)
+	}
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("memfd seals: %w", err)
+	}
+	// An LSM or a noexec policy may refuse to run a memfd that the kernel
+	// let sbx make: found here, sbx runs itself instead.
+	if err := unix.Faccessat2(int(f.Fd()), "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil && !errors.Is(err, unix.ENOSYS) {
+		f.Close()
+		return nil, fmt.Errorf("memfd not executable: %w", err)
 	}
 	// Kept open read-only: no writer of the file is left (a kernel that
 	// denies the exec of a file open for writing runs it then too).

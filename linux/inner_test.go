@@ -6,6 +6,7 @@ import (
 	"bytes"
 	_ "embed"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -55,6 +56,14 @@ func TestSealedMemfdHoldsTheBytesAndCannotChange(t *testing.T) {
 			if _, err := unix.FcntlInt(g.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_EXEC); !errors.Is(err, unix.EPERM) {
 				t.Errorf("a new seal: %v, want EPERM", err)
 			}
+			// Where the kernel has F_SEAL_EXEC (6.3), its mode is sealed.
+			if seals, _ := unix.FcntlInt(g.Fd(), unix.F_GET_SEALS, 0); seals&unix.F_SEAL_EXEC != 0 {
+				if err := g.Chmod(0o644); !errors.Is(err, unix.EPERM) {
+					t.Errorf("chmod: %v, want EPERM", err)
+				}
+			} else if kernelAtLeast(6, 3) {
+				t.Errorf("no F_SEAL_EXEC on a kernel that has it (seals %#x)", seals)
+			}
 		})
 	}
 }
@@ -88,4 +97,15 @@ func TestFillFromExeCopiesFromTheExecutable(t *testing.T) {
 	if err := fillFromExe(f, bytes.Clone(b)); err == nil {
 		t.Error("fillFromExe took a heap slice for part of the executable")
 	}
+}
+
+// kernelAtLeast reports whether the running kernel is at least major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
 }

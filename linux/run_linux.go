@@ -868,6 +868,18 @@ func (r *run) callSpec(s *pipeline.Spec) InitCall {
 	return c
 }
 
+// procShadowed reports whether the plan mounts over /proc or a path in
+// it (a denyRead of /proc/1, say): /proc/self/fd may then not be there
+// for bubblewrap to run the init from, which runs from exe instead.
+func procShadowed(plan []Op) bool {
+	for _, op := range plan {
+		if op.Dst == "/proc" || strings.HasPrefix(op.Dst, "/proc/") {
+			return true
+		}
+	}
+	return false
+}
+
 // procFD is the path by which a process runs the file at its descriptor
 // fd (the kernel opens it before it closes the close-on-exec ones).
 func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
@@ -878,7 +890,7 @@ func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 func (r *run) helperCmd(bwrap, exe string, plan []Op, fds *childFDs) (*exec.Cmd, *txCtl, *helperOut, error) {
 	extra := fds.table()
 	initPath := exe
-	if r.inner != nil {
+	if r.inner != nil && !procShadowed(plan) {
 		initPath = procFD(innerBwrapFD(len(extra)))
 	}
 	args := BwrapArgs(plan, BwrapOptions{InfoFD: infoFD}, []string{initPath, InitArg})
