@@ -60,7 +60,7 @@ func pauseSandbox(initPID int, limit time.Duration) (resume func(), err error) {
 		running := 0 // one still running, 0 when none
 		for _, pid := range descendants(initPID) {
 			_, sent := stopped[pid]
-			if !mayRun("/proc", pid, sent) {
+			if !mayRun("/proc", pid, sent, vforkHeld) {
 				continue
 			}
 			running = pid
@@ -134,14 +134,16 @@ func below(pid, ancestor int) bool {
 }
 
 // mayRun reports whether a thread of pid (under the proc mount at proc)
-// may still run code of its own: it is neither stopped nor dead, nor, once
-// signalled (sent), in an uninterruptible wait with the stop still to
-// come. Such a thread stops before it returns to its code: SIGSTOP is
-// pending for the process (in the wait of a parent for its vfork child,
-// which the pause stopped before its exec, the parent would otherwise be
-// waited for forever), or another of its threads has stopped (the group
-// stop is under way). False when pid is gone.
-func mayRun(proc string, pid int, sent bool) bool {
+// may still run: it is neither stopped nor dead, nor, once signalled
+// (sent), a vfork parent held for good. The parent of a vfork child that
+// the pause stopped before its exec waits for the child in an
+// uninterruptible sleep that ends only when the child runs again, and it
+// stops before it runs code of its own: SIGSTOP is pending for the
+// process, or another of its threads has stopped. heldByVfork says whether
+// pid has a stopped child sharing its memory. Any other uninterruptible
+// wait counts as running, as it ends by itself (a write under way then
+// lands before the pause is over). False when pid is gone.
+func mayRun(proc string, pid int, sent bool, heldByVfork func(pid int) bool) bool {
 	stopped, waiting := 0, 0
 	stats, _ := filepath.Glob(fmt.Sprintf("%s/%d/task/*/stat", proc, pid))
 	for _, f := range stats {
@@ -153,13 +155,36 @@ func mayRun(proc string, pid int, sent bool) bool {
 			return true
 		case strings.Contains("TtZX", st[0]):
 			stopped++
-		case st[0] == "D" && sent:
+		case st[0] == "D":
 			waiting++
 		default:
 			return true
 		}
 	}
-	return waiting > 0 && stopped == 0 && !stopPending(proc, pid)
+	if waiting == 0 {
+		return false
+	}
+	return !sent || stopped == 0 && !stopPending(proc, pid) || !heldByVfork(pid)
+}
+
+// vforkHeld reports whether a child of pid that shares its memory (a
+// vfork child, by kcmp) is stopped.
+func vforkHeld(pid int) bool {
+	kids, _ := childrenOf(pid)
+	for _, kid := range kids {
+		if !mayRun("/proc", kid, false, nil) && sameMemory(pid, kid) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameMemory reports whether processes a and b share one address space
+// (false when the kernel cannot tell: no kcmp, or no access).
+func sameMemory(a, b int) bool {
+	const kcmpVM = 1 // KCMP_VM
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpVM, 0, 0, 0)
+	return errno == 0 && r == 0
 }
 
 // stopPending reports whether SIGSTOP is pending for the whole process

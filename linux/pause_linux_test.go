@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // growing waits until the file at path grows past size, or gives up.
@@ -63,7 +65,7 @@ wait`
 	if sizeOf(t, a) != sa || sizeOf(t, b) != sb {
 		t.Error("a process below the init wrote while the sandbox was paused")
 	}
-	if !mayRun("/proc", init.Process.Pid, false) {
+	if !mayRun("/proc", init.Process.Pid, false, nil) {
 		t.Error("the init itself was stopped")
 	}
 	resume()
@@ -97,18 +99,17 @@ func TestPauseSandboxGivesUp(t *testing.T) {
 	if _, err := pauseSandbox(init.Process.Pid, 0); err == nil {
 		t.Fatal("a pause with no time to stop anything succeeded")
 	}
-	for i := 0; i < 500 && !mayRun("/proc", kids[0], false); i++ {
+	for i := 0; i < 500 && !mayRun("/proc", kids[0], false, nil); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !mayRun("/proc", kids[0], false) {
+	if !mayRun("/proc", kids[0], false, nil) {
 		t.Error("the failed pause left a process stopped")
 	}
 }
 
 // mayRun reads the threads' states: a thread in an uninterruptible wait
-// counts as paused only once signalled and with the stop to come (the
-// parent of a vfork child the pause stopped before its exec waits so for
-// good).
+// counts as paused only in a vfork parent whose child the pause stopped,
+// once signalled and with the stop to come.
 func TestMayRun(t *testing.T) {
 	const stop = "0000000000040000" // SIGSTOP in ShdPnd
 	tests := []struct {
@@ -116,20 +117,23 @@ func TestMayRun(t *testing.T) {
 		states string // one letter per thread
 		shdPnd string
 		sent   bool
+		vfork  bool // a stopped child shares its memory
 		mayRun bool
 	}{
-		{"running", "R", "0", true, true},
-		{"sleeping", "S", "0", true, true},
-		{"stopped", "T", "0", true, false},
-		{"traced", "t", "0", false, false},
-		{"zombie", "Z", "0", false, false},
-		{"one thread still sleeping", "TS", "0", true, true},
-		{"vfork parent, stop pending", "D", stop, true, false},
-		{"vfork parent, not signalled", "D", stop, false, true},
-		{"disk wait, no stop pending (continued since)", "D", "0", true, true},
-		{"group stop under way", "TD", "0", true, false},
-		{"disk wait and a running thread", "DR", stop, true, true},
-		{"gone", "", "0", true, false},
+		{"running", "R", "0", true, false, true},
+		{"sleeping", "S", "0", true, false, true},
+		{"stopped", "T", "0", true, false, false},
+		{"traced", "t", "0", false, false, false},
+		{"zombie", "Z", "0", false, false, false},
+		{"one thread still sleeping", "TS", "0", true, false, true},
+		{"vfork parent, stop pending", "D", stop, true, true, false},
+		{"vfork parent, not signalled", "D", stop, false, true, true},
+		{"vfork parent, continued since", "D", "0", true, true, true},
+		{"vfork parent, group stop under way", "TD", "0", true, true, false},
+		{"disk wait, stop pending", "D", stop, true, false, true},
+		{"disk wait, group stop under way", "TD", "0", true, false, true},
+		{"vfork parent and a running thread", "DR", stop, true, true, true},
+		{"gone", "", "0", true, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,9 +154,82 @@ func TestMayRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := mayRun(proc, 42, tt.sent); got != tt.mayRun {
+			held := func(pid int) bool { return pid == 42 && tt.vfork }
+			if got := mayRun(proc, 42, tt.sent, held); got != tt.mayRun {
 				t.Errorf("mayRun = %v, want %v", got, tt.mayRun)
 			}
 		})
 	}
+}
+
+// A process whose vfork child the pause caught before its exec (here the
+// child of Python's os.posix_spawn, held opening a FIFO before it runs
+// true) waits for it in an uninterruptible sleep: the pause succeeds all
+// the same, and after resume the child runs and the parent goes on.
+func TestPauseSandboxHoldsAVforkParent(t *testing.T) {
+	python := requireTool(t, "python3")
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spawn := `import os, sys
+os.posix_spawn("/bin/true", ["true"], {}, file_actions=[(os.POSIX_SPAWN_OPEN, 3, sys.argv[1], os.O_RDONLY, 0)])
+os.wait()`
+	init := exec.Command("/bin/sh", "-c", `"$0" -c "$1" "$2"; echo done`, python, spawn, fifo)
+	out := &strings.Builder{}
+	init.Stdout = out
+	init.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := init.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL to the group ends the child too, which frees its parent.
+	defer func() { syscall.Kill(-init.Process.Pid, syscall.SIGKILL); init.Wait() }()
+	parent := waitForVforkParent(t, init.Process.Pid)
+	resume, err := pauseSandbox(init.Process.Pid, 5*time.Second)
+	if err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if !stopPending("/proc", parent) || !vforkHeld(parent) {
+		t.Error("the vfork parent is not held with its stop to come")
+	}
+	resume()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // lets the child open it and run true
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := init.Wait(); err != nil || out.String() != "done\n" {
+		t.Errorf("after resume: %v %q", err, out.String())
+	}
+}
+
+// waitForVforkParent waits until the process below init (Python) waits
+// in an uninterruptible sleep for a child sharing its memory.
+func waitForVforkParent(t *testing.T, init int) int {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		for _, pid := range descendants(init) {
+			if st, err := statFields("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && st[0] == "D" {
+				if kids, _ := childrenOf(pid); len(kids) == 1 && sameMemory(pid, kids[0]) {
+					return pid
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no vfork parent waiting for its child")
+	return 0
+}
+
+// requireTool finds name on PATH, or skips the test (fails it in CI).
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is needed in CI: %v", name, err)
+		}
+		t.Skipf("%s not found: %v", name, err)
+	}
+	return p
 }
