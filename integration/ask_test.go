@@ -138,6 +138,33 @@ curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; s
 	}
 }
 
+// An allow answer holds when nothing of the sandbox ran while the
+// question was shown (the pause's check does not take a stopped writer
+// for a running one): the host gets its request, and the writer goes on.
+func TestNetAskAllowedWhileTheSandboxStaysPaused(t *testing.T) {
+	e := newEnv(t)
+	requireCurl(t)
+	srv := newCounted(t, false)
+	script := fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
+curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; sleep 0.5; kill %%1`, srv.port)
+	cmd, ptmx, s := sbxOnPTY(t, e, nil, "run", "--", "bash", "-c", script)
+	s.waitFor(t, "[d] deny (default)\r\n> ")
+	time.Sleep(300 * time.Millisecond)
+	if _, err := ptmx.Write([]byte("o\n")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, " curl=")
+	if err := cmd.Wait(); err != nil {
+		t.Logf("sbx: %v", err)
+	}
+	if n := srv.hits.Load(); n != 1 {
+		t.Errorf("the allowed host got %d requests, want 1:\n%q", n, s.String())
+	}
+	if strings.Contains(s.String(), "denied whatever the answer") {
+		t.Errorf("the pause took the sandbox for one that ran:\n%q", s.String())
+	}
+}
+
 // When sbx's output goes to a pipe (sbx run … | tee log), what the command
 // wrote before the pause may reach the terminal after the question: sbx
 // denies without asking, and says why.

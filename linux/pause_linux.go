@@ -5,6 +5,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +27,7 @@ func (r *run) ask(host string, port int) bool {
 }
 
 // pause stops every process of this run's sandbox (pauseSandbox).
-func (r *run) pause() (func(), error) {
+func (r *run) pause() (func() error, error) {
 	t := r.sandbox.Load()
 	if t == nil {
 		return nil, errors.New("the sandbox has not started")
@@ -40,22 +41,51 @@ func (r *run) pause() (func(), error) {
 
 // pauseSandbox stops every process of a sandbox, all of them descendants
 // of its init (initPID, as the host sees it; orphans are the init's), and
-// waits until every thread of each has stopped. resume continues the
-// processes it stopped (not those the command had stopped itself). A
-// process is signalled through a pidfd opened, and found still below the
-// init, after its pid was listed: a pid reused meanwhile by a process
-// outside the sandbox is never signalled. The listing goes again until a
-// pass finds every process stopped: a process forked while the listing
-// ran has a parent that is stopped by the next pass.
-func pauseSandbox(initPID int, limit time.Duration) (resume func(), err error) {
+// waits until every thread of each has stopped. A process is signalled
+// through a pidfd opened, and found still below the init, after its pid
+// was listed: a pid reused meanwhile by a process outside the sandbox is
+// never signalled. The listing goes again until a pass finds every
+// process stopped.
+//
+// Stopped is not held: the kernel may continue a stopped process (a
+// SIGCONT from a timer it armed, or as its parent-death signal), and a
+// fork under way when its parent stopped may add a child after the
+// listing. So the pause records, once it stays still, every thread of the
+// sandbox and its time on a CPU; resume compares them again before it
+// continues the processes it stopped (not those the command had stopped
+// itself), and reports an error when anything ran, appeared or went
+// meanwhile: what was shown or answered then cannot be trusted.
+func pauseSandbox(initPID int, limit time.Duration) (resume func() error, err error) {
 	stopped := map[int]int{} // pid -> pidfd
-	resume = func() {
+	cont := func() {
 		for _, fd := range stopped {
 			_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
 			unix.Close(fd)
 		}
 	}
 	deadline := time.Now().Add(limit)
+	if err := stopAll(initPID, stopped, deadline, limit); err != nil {
+		cont()
+		return nil, err
+	}
+	still, err := settled(initPID, deadline)
+	if err != nil {
+		cont()
+		return nil, err
+	}
+	return func() error {
+		now, err := cpuTimes(initPID)
+		cont()
+		if err != nil || !maps.Equal(now, still) {
+			return errors.New("a process of the sandbox ran while it was paused (something continued it, or it was forked as the pause began)")
+		}
+		return nil
+	}, nil
+}
+
+// stopAll signals every process below initPID until a pass finds all of
+// them stopped (stopped: the pidfds of those signalled).
+func stopAll(initPID int, stopped map[int]int, deadline time.Time, limit time.Duration) error {
 	for {
 		running := 0 // one still running, 0 when none
 		for _, pid := range descendants(initPID) {
@@ -72,15 +102,61 @@ func pauseSandbox(initPID int, limit time.Duration) (resume func(), err error) {
 			}
 		}
 		if running == 0 {
-			return resume, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			resume()
 			_, sent := stopped[running]
-			return nil, fmt.Errorf("a process of the sandbox did not stop within %v (%s, signalled: %v)", limit, describeProc(running), sent)
+			return fmt.Errorf("a process of the sandbox did not stop within %v (%s, signalled: %v)", limit, describeProc(running), sent)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// settled returns the sandbox's threads' CPU times once two readings a
+// few milliseconds apart agree (a thread that has just stopped may still
+// be switching out), or an error at the deadline.
+func settled(initPID int, deadline time.Time) (map[string]uint64, error) {
+	prev, err := cpuTimes(initPID)
+	for err == nil {
+		time.Sleep(2 * time.Millisecond)
+		var now map[string]uint64
+		if now, err = cpuTimes(initPID); err == nil && maps.Equal(now, prev) {
+			return now, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("the sandbox did not stay still once paused: a process of it keeps running")
+		}
+		prev = now
+	}
+	return nil, fmt.Errorf("cannot tell whether the paused sandbox stays still: %w", err)
+}
+
+// cpuTimes maps every thread below initPID ("pid/tid") to its time on a
+// CPU in nanoseconds (the first field of its schedstat).
+func cpuTimes(initPID int) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for _, pid := range descendants(initPID) {
+		tids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+		for _, dir := range tids {
+			b, err := os.ReadFile(dir + "/schedstat")
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				continue // gone: missing from the map, which then differs
+			}
+			if err != nil {
+				return nil, err
+			}
+			f := strings.Fields(string(b))
+			if len(f) == 0 {
+				return nil, fmt.Errorf("%s/schedstat: empty", dir)
+			}
+			ns, err := strconv.ParseUint(f[0], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s/schedstat: %w", dir, err)
+			}
+			out[strconv.Itoa(pid)+"/"+filepath.Base(dir)] = ns
+		}
+	}
+	return out, nil
 }
 
 // stopBelow sends SIGSTOP to pid through a pidfd, if the process that

@@ -68,7 +68,9 @@ wait`
 	if !mayRun("/proc", init.Process.Pid, false, nil) {
 		t.Error("the init itself was stopped")
 	}
-	resume()
+	if err := resume(); err != nil {
+		t.Errorf("resume: %v (nothing of the sandbox ran while paused)", err)
+	}
 	if !growing(a, sa) || !growing(b, sb) {
 		t.Error("the writers did not go on after resume")
 	}
@@ -192,7 +194,9 @@ os.wait()`
 	if !stopPending("/proc", parent) || !vforkHeld(parent) {
 		t.Error("the vfork parent is not held with its stop to come")
 	}
-	resume()
+	if err := resume(); err != nil {
+		t.Errorf("resume: %v", err)
+	}
 	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // lets the child open it and run true
 	if err != nil {
 		t.Fatal(err)
@@ -232,4 +236,33 @@ func requireTool(t *testing.T, name string) string {
 		t.Skipf("%s not found: %v", name, err)
 	}
 	return p
+}
+
+// The kernel may continue a paused process (a SIGCONT from a timer it
+// armed, or its parent-death signal; here the test sends it to the whole
+// group): resume reports that a process ran, and what the writer wrote
+// meanwhile shows it did.
+func TestPauseSandboxSeesAProcessContinuedWhilePaused(t *testing.T) {
+	a := filepath.Join(t.TempDir(), "a")
+	init := exec.Command("/bin/sh", "-c", `while :; do echo x >> "$1"; sleep 0.01; done & wait`, "sh", a)
+	init.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := init.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-init.Process.Pid, syscall.SIGKILL); init.Wait() }()
+	if !growing(a, 0) {
+		t.Fatal("the writer did not start")
+	}
+	resume, err := pauseSandbox(init.Process.Pid, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := sizeOf(t, a)
+	syscall.Kill(-init.Process.Pid, syscall.SIGCONT)
+	if !growing(a, size) {
+		t.Fatal("the continued writer did not write")
+	}
+	if err := resume(); err == nil {
+		t.Error("resume reported nothing though a process of the sandbox ran while paused")
+	}
 }

@@ -156,8 +156,11 @@ type NetPolicy struct {
 type NetAsk func(host string, port int, pause Pause) bool
 
 // Pause stops every process of the sandbox and waits until they have all
-// stopped; resume continues them.
-type Pause func() (resume func(), err error)
+// stopped; resume continues them, and reports an error when a process of
+// the sandbox ran while it was paused (the kernel continued it, or the
+// pause missed it): a question shown meanwhile may have been drawn over,
+// and its answer must not be trusted.
+type Pause func() (resume func() error, err error)
 
 // Stdio is the command's standard streams. A nil reader reads nothing; a
 // nil writer discards. An *os.File is passed through as is, so a terminal

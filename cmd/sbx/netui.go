@@ -41,7 +41,7 @@ func (a *ttyAsker) ask(host string, port int, pause pipeline.Pause) bool {
 	case relayed(os.Stdout) || relayed(os.Stderr):
 		err = errors.New("the command's output goes to a pipe, which could bring it to this terminal after the question")
 	}
-	var resume func()
+	var resume func() error
 	if err == nil {
 		resume, err = pause()
 	}
@@ -49,7 +49,18 @@ func (a *ttyAsker) ask(host string, port int, pause pipeline.Pause) bool {
 		fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names: denied without asking (%v); allow it in sandbox.network.allowedDomains\n", key, err)
 		return false
 	}
-	defer resume()
+	answer := a.question(tty, key)
+	if err := resume(); err != nil {
+		a.decided[key] = false
+		fmt.Fprintf(tty, "sbx: %s denied whatever the answer: %v, and may have drawn over the question\n", key, err)
+		return false
+	}
+	return answer
+}
+
+// question shows the question about key on tty and reads the answer,
+// the sandbox being paused.
+func (a *ttyAsker) question(tty *os.File, key string) bool {
 	// What the command left on the terminal must not shape the question
 	// or answer it: a sequence it left unfinished (an OSC title that would
 	// swallow the question) is cancelled (CAN, then ST), a soft reset
