@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,6 +122,10 @@ func settled(initPID int, deadline time.Time) (map[string]uint64, error) {
 		time.Sleep(2 * time.Millisecond)
 		var now map[string]uint64
 		if now, err = cpuTimes(initPID); err == nil && maps.Equal(now, prev) {
+			if len(now) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(now)), func(ns uint64) bool { return ns > 0 }) {
+				// A kernel without CONFIG_SCHED_INFO reads 0 for all.
+				return nil, errors.New("cannot tell whether the paused sandbox stays still: the kernel counts no CPU time in schedstat")
+			}
 			return now, nil
 		}
 		if time.Now().After(deadline) {

@@ -374,7 +374,7 @@ func (s *Server) authorize(ctx context.Context, host string, port int) (*target,
 			return nil, &denial{reason: fmt.Sprintf("%s is not on the allowlist (sandbox.network.allowedDomains, --allow-domain)", h)}
 		}
 		if !s.Ask(h.String(), port) {
-			return nil, &denial{reason: fmt.Sprintf("%s was refused at the prompt", h)}
+			return nil, &denial{reason: fmt.Sprintf("%s is on no list and was not allowed when asked about (refused, or denied without asking)", h)}
 		}
 	}
 	t := &target{host: h, port: port, rule: v.Rule}

@@ -69,6 +69,12 @@ func (a *ttyAsker) question(tty *os.File, key string) bool {
 	// terminal's reply to a query the command sent) is discarded.
 	fmt.Fprint(tty, "\x18\x1b\\\x1b[!p")
 	flushInput(tty)
+	restore, err := questionMode(tty)
+	if err != nil {
+		fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names: denied without asking (cannot set the terminal's mode for the question: %v)\n", key, err)
+		return false
+	}
+	defer restore()
 	fmt.Fprintf(tty, "\nsbx: the sandboxed command wants to reach %s, which no rule names (the command is paused).\n  [o] allow once   [r] allow for this run   [d] deny (default)\n> ", key)
 	line, _ := bufio.NewReader(tty).ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(line)) {
