@@ -65,9 +65,14 @@ func (a *ttyAsker) question(tty *os.File, key string) bool {
 	// or answer it: a sequence it left unfinished (an OSC title that would
 	// swallow the question) is cancelled (CAN, then ST), a soft reset
 	// follows (DECSTR: attributes such as concealed text, scrolling
-	// margins, origin mode), and input typed or made before it (a
-	// terminal's reply to a query the command sent) is discarded.
-	fmt.Fprint(tty, "\x18\x1b\\\x1b[!p")
+	// margins, origin mode), the default colours are the terminal's own
+	// again (OSC 110, 111: a foreground set to the background's would hide
+	// the question under one the command drew), keys are plain text again
+	// (kitty's keyboard flags and xterm's modifyOtherKeys, under which the
+	// answer's keys would never make a line), and input typed or made
+	// before it (a terminal's reply to a query the command sent) is
+	// discarded. A terminal ignores what it does not know.
+	fmt.Fprint(tty, "\x18\x1b\\\x1b[!p\x1b]110\x1b\\\x1b]111\x1b\\\x1b[=0;1u\x1b[>4;0m")
 	flushInput(tty)
 	restore, err := questionMode(tty)
 	if err != nil {
