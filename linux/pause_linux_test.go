@@ -56,6 +56,16 @@ wait`
 	if !growing(a, 0) || !growing(b, 0) || !growing(held, 0) {
 		t.Fatal("the writers did not start")
 	}
+	// kill -STOP returns before the process has stopped: a pause that
+	// found it still sleeping would stop it too, and continue it after.
+	pid, _ := os.ReadFile(held)
+	stat := "/proc/" + strings.TrimSpace(string(pid)) + "/stat"
+	for i := 0; i < 500; i++ {
+		if st, err := statFields(stat); err == nil && st[0] == "T" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	resume, err := pauseSandbox(init.Process.Pid, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +84,7 @@ wait`
 	if !growing(a, sa) || !growing(b, sb) {
 		t.Error("the writers did not go on after resume")
 	}
-	pid, _ := os.ReadFile(held)
-	if st, err := statFields("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); err != nil || st[0] != "T" {
+	if st, err := statFields(stat); err != nil || st[0] != "T" {
 		t.Errorf("the process the command stopped was continued: %v %v", st, err)
 	}
 }
