@@ -14,38 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sbx-sandbox/sbx/internal/sbxtest"
 )
-
-// openPTY returns a new pseudo-terminal's controlling side and its
-// terminal.
-func openPTY(t *testing.T) (ptmx, pts *os.File) {
-	t.Helper()
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ptmx, pts
-}
 
 // sbxOnPTY starts sbx with args in the workspace on a new pseudo-terminal
 // (its controlling terminal, stdin, stderr, and stdout unless out is
 // given) and collects what reaches the terminal; the test's end kills it.
 func sbxOnPTY(t *testing.T, e *env, out *os.File, args ...string) (*exec.Cmd, *os.File, *screen) {
 	t.Helper()
-	ptmx, pts := openPTY(t)
-	t.Cleanup(func() { ptmx.Close() })
+	ptmx, pts := sbxtest.OpenPTY(t)
 	cmd := exec.Command(sbxBin, args...)
 	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TERM=dumb")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
@@ -101,6 +78,13 @@ func (s *screen) waitFor(t *testing.T, text string) string {
 	return ""
 }
 
+// askScript runs a background writer to the terminal and one request to
+// the host's loopback at port, which no rule names.
+func askScript(port int) string {
+	return fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
+curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; sleep 0.5; kill %%1`, port)
+}
+
 // While sbx asks on the terminal about a host no rule names, the command
 // (which shares that terminal) is paused: a background writer that would
 // write over the question writes nothing until the answer, then goes on;
@@ -109,9 +93,7 @@ func TestNetAskPausesTheSandbox(t *testing.T) {
 	e := newEnv(t)
 	requireCurl(t)
 	srv := newCounted(t, false)
-	script := fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
-curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; sleep 0.5; kill %%1`, srv.port)
-	cmd, ptmx, s := sbxOnPTY(t, e, nil, "run", "--", "bash", "-c", script)
+	cmd, ptmx, s := sbxOnPTY(t, e, nil, "run", "--", "bash", "-c", askScript(srv.port))
 	out := s.waitFor(t, "[d] deny (default)\r\n> ")
 	asked := len(out)
 	time.Sleep(500 * time.Millisecond)
@@ -145,9 +127,7 @@ func TestNetAskAllowedWhileTheSandboxStaysPaused(t *testing.T) {
 	e := newEnv(t)
 	requireCurl(t)
 	srv := newCounted(t, false)
-	script := fmt.Sprintf(`(while :; do printf W; sleep 0.02; done) &
-curl -s -m 20 -o /dev/null http://host.sbx.internal:%d/asked; echo " curl=$?"; sleep 0.5; kill %%1`, srv.port)
-	cmd, ptmx, s := sbxOnPTY(t, e, nil, "run", "--", "bash", "-c", script)
+	cmd, ptmx, s := sbxOnPTY(t, e, nil, "run", "--", "bash", "-c", askScript(srv.port))
 	s.waitFor(t, "[d] deny (default)\r\n> ")
 	time.Sleep(300 * time.Millisecond)
 	if _, err := ptmx.Write([]byte("o\n")); err != nil {

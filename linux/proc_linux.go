@@ -87,3 +87,23 @@ func removeStaleCgroups(name string) []error {
 	}
 	return errs
 }
+
+
+// Inner runs the entry point that args[1] names (the sandbox's init, the
+// limits stub, the transaction helper) and returns its exit status; ok is
+// false when args name none. sbx-inner's main and sbx's own re-exec call
+// it.
+func Inner(args []string) (code int, ok bool) {
+	if len(args) < 2 {
+		return 0, false
+	}
+	switch args[1] {
+	case InitArg:
+		return Init(), true
+	case RlimitArg:
+		return RlimitExec(args[2:]), true
+	case TxHelperArg:
+		return TxHelper(args[2:]), true
+	}
+	return 0, false
+}

@@ -42,16 +42,8 @@ func newExecutor(o *Options, st *settings.Settings, stateDir string, audit *Audi
 // exits; otherwise it returns. Call it first in main, and in TestMain of
 // tests that run sandboxes.
 func Reexec() {
-	if len(os.Args) < 2 {
-		return
-	}
-	switch os.Args[1] {
-	case linux.InitArg:
-		os.Exit(linux.Init())
-	case linux.RlimitArg:
-		os.Exit(linux.RlimitExec(os.Args[2:]))
-	case linux.TxHelperArg:
-		os.Exit(linux.TxHelper(os.Args[2:]))
+	if code, ok := linux.Inner(os.Args); ok {
+		os.Exit(code)
 	}
 }
 

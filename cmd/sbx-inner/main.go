@@ -17,18 +17,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
+	code, ok := linux.Inner(os.Args)
+	if !ok {
 		fmt.Fprintln(os.Stderr, "sbx-inner: run by sbx only")
-		os.Exit(2)
+		code = 2
 	}
-	switch os.Args[1] {
-	case linux.InitArg:
-		os.Exit(linux.Init())
-	case linux.RlimitArg:
-		os.Exit(linux.RlimitExec(os.Args[2:]))
-	case linux.TxHelperArg:
-		os.Exit(linux.TxHelper(os.Args[2:]))
-	}
-	fmt.Fprintln(os.Stderr, "sbx-inner: run by sbx only")
-	os.Exit(2)
+	os.Exit(code)
 }

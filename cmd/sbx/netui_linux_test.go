@@ -2,36 +2,13 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/sbxtest"
 	"golang.org/x/sys/unix"
 )
-
-func openPTY(t *testing.T) (ptmx, pts *os.File) {
-	t.Helper()
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ptmx.Close() })
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pts.Close() })
-	return ptmx, pts
-}
 
 // The command shares the terminal and may leave any line discipline
 // settings: here (a red team's) "d" is the word erase, ";" the line kill,
@@ -41,7 +18,7 @@ func openPTY(t *testing.T) (ptmx, pts *os.File) {
 // a mode of its own: the answer is a deny, and the command's settings are
 // back afterwards.
 func TestQuestionReadsInItsOwnTerminalMode(t *testing.T) {
-	ptmx, pts := openPTY(t)
+	ptmx, pts := sbxtest.OpenPTY(t)
 	hostile, err := unix.IoctlGetTermios(int(pts.Fd()), unix.TCGETS)
 	if err != nil {
 		t.Fatal(err)
