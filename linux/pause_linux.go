@@ -136,13 +136,17 @@ func settled(initPID int, deadline time.Time) (map[string]uint64, error) {
 	return nil, fmt.Errorf("cannot tell whether the paused sandbox stays still: %w", err)
 }
 
-// cpuTimes maps every thread below initPID ("pid/tid") to its time on a
-// CPU in nanoseconds (the first field of its schedstat).
+// cpuTimes maps every live thread below initPID ("pid/tid") to its time
+// on a CPU in nanoseconds (the first field of its schedstat). A thread
+// that exits while paused has run: it leaves the map.
 func cpuTimes(initPID int) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	for _, pid := range descendants(initPID) {
 		tids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 		for _, dir := range tids {
+			if st, err := statFields(dir + "/stat"); err == nil && strings.Contains("ZX", st[0]) {
+				continue // exited: it runs no more, and the unpaused init may reap it
+			}
 			b, err := os.ReadFile(dir + "/schedstat")
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 				continue // gone: missing from the map, which then differs
