@@ -88,7 +88,6 @@ func removeStaleCgroups(name string) []error {
 	return errs
 }
 
-
 // Inner runs the entry point that args[1] names (the sandbox's init, the
 // limits stub, the transaction helper) and returns its exit status; ok is
 // false when args name none. sbx-inner's main and sbx's own re-exec call
