@@ -998,6 +998,36 @@ os.setxattr("newfile", "system.posix_acl_access", struct.pack("<I", 2) + e(1, 6)
 	}
 }
 
+// A file the command changed (overlayfs copied it up, with an attribute of
+// its own) arrives with no attribute: neither overlayfs's nor what the
+// command set on it, under user.overlay.* (stored escaped) or elsewhere.
+func TestChangedFilesArriveWithoutXattrs(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"plain", "overlaid", "mine"} {
+		if err := syscall.Setxattr(e.write(n, "host\n"), "user.probe", []byte("1"), 0); err != nil {
+			t.Skipf("no user xattrs on this file system: %v", err)
+		}
+		syscall.Removexattr(e.path(n), "user.probe")
+	}
+	r := e.sh(`echo more >> plain && echo more >> overlaid && echo more >> mine && python3 -c '
+import os
+os.setxattr("overlaid", "user.overlay.whiteout", b"")
+os.setxattr("overlaid", "user.overlay.origin", b"x")
+os.setxattr("mine", "user.mine", b"1")
+'`, bypass)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	buf := make([]byte, 1024)
+	for _, n := range []string{"plain", "overlaid", "mine"} {
+		assertContent(t, e.path(n), "host\nmore\n")
+		k, err := syscall.Listxattr(e.path(n), buf)
+		if err != nil || k > 0 {
+			t.Errorf("%s arrived with extended attributes %q (%v)", n, buf[:max(k, 0)], err)
+		}
+	}
+}
+
 // A HEAD git accepts though it is not a bare object name ("<40 hex>x":
 // git reads the first 40 digits and ignores the rest) makes its directory
 // a git directory for sbx too: its hook and its fsmonitor config do not

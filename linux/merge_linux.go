@@ -594,6 +594,9 @@ func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path str
 	// An inode seen before under another name (its link count may have
 	// dropped since: a copied name leaves the upper layer).
 	key := [2]uint64{st.Dev, st.Ino}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		dropOverlayXattrs(up, name)
+	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && (guarded && st.Nlink > 1 || commandXattrs(up, name)) {
 		// A copy has an inode of its own and no extended attribute (an
 		// ACL or a user.* attribute the command set stays behind).
@@ -761,9 +764,52 @@ func (m *merger) remember(st *unix.Stat_t, host int, name string) {
 // of the namespaces a command can set without privilege (user.*, and POSIX
 // ACLs as the file's owner): moved by rename, the file would take them to
 // the host. Security labels (security.*), which a host may put on every
-// file, do not count. A list that cannot be read counts.
+// file, do not count. overlayfs's own ([overlayOwn]) count too: place
+// removes them first (dropOverlayXattrs), so one left could not be
+// removed. A list that cannot be read counts.
 func commandXattrs(dir int, name string) bool {
-	p := "/proc/self/fd/" + strconv.Itoa(dir) + "/" + name
+	names, err := listXattrs(dir, name)
+	if err != nil {
+		return !errors.Is(err, unix.ENOTSUP)
+	}
+	for _, a := range names {
+		if strings.HasPrefix(a, "user.") || strings.HasPrefix(a, "system.posix_acl") {
+			return true
+		}
+	}
+	return false
+}
+
+// overlayOwn reports whether an attribute of an upper file is one overlayfs
+// wrote there itself (user.overlay.origin on every copied-up file, with the
+// userxattr option). What a command sets under that prefix through the
+// overlay is stored escaped, as user.overlay.overlay.* (Linux 6.7; older
+// kernels refuse it), and is the command's.
+func overlayOwn(attr string) bool {
+	return strings.HasPrefix(attr, "user.overlay.") && !strings.HasPrefix(attr, "user.overlay.overlay.")
+}
+
+// dropOverlayXattrs removes overlayfs's own attributes ([overlayOwn]) from
+// the upper file, so that it can be moved to the host by rename (a copy
+// costs the file's size in writes and an fsync): they describe the upper
+// layer, not the file, and sbx leaves nothing of its own on the host. One
+// that cannot be removed stays, and commandXattrs has the file copied.
+func dropOverlayXattrs(dir int, name string) {
+	names, err := listXattrs(dir, name)
+	if err != nil {
+		return
+	}
+	for _, a := range names {
+		if overlayOwn(a) {
+			_ = unix.Lremovexattr(fdEntry(dir, name), a)
+		}
+	}
+}
+
+// listXattrs lists the extended attributes of the entry name in dir (not
+// following a link).
+func listXattrs(dir int, name string) ([]string, error) {
+	p := fdEntry(dir, name)
 	buf := make([]byte, 256)
 	n, err := unix.Llistxattr(p, buf)
 	if errors.Is(err, unix.ERANGE) {
@@ -772,18 +818,21 @@ func commandXattrs(dir int, name string) bool {
 			n, err = unix.Llistxattr(p, buf)
 		}
 	}
-	switch {
-	case errors.Is(err, unix.ENOTSUP):
-		return false
-	case err != nil:
-		return true
+	if err != nil {
+		return nil, err
 	}
+	var names []string
 	for _, a := range strings.Split(string(buf[:n]), "\x00") {
-		if strings.HasPrefix(a, "user.") || strings.HasPrefix(a, "system.posix_acl") {
-			return true
+		if a != "" {
+			names = append(names, a)
 		}
 	}
-	return false
+	return names, nil
+}
+
+// fdEntry names the entry name of the directory open at dir.
+func fdEntry(dir int, name string) string {
+	return "/proc/self/fd/" + strconv.Itoa(dir) + "/" + name
 }
 
 // mayShare reports whether the upper file's inode has, or had, another
