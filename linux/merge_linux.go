@@ -594,9 +594,6 @@ func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path str
 	// An inode seen before under another name (its link count may have
 	// dropped since: a copied name leaves the upper layer).
 	key := [2]uint64{st.Dev, st.Ino}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		dropOverlayXattrs(up, name)
-	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && (guarded && st.Nlink > 1 || commandXattrs(up, name)) {
 		// A copy has an inode of its own and no extended attribute (an
 		// ACL or a user.* attribute the command set stays behind).
@@ -764,15 +761,19 @@ func (m *merger) remember(st *unix.Stat_t, host int, name string) {
 // of the namespaces a command can set without privilege (user.*, and POSIX
 // ACLs as the file's owner): moved by rename, the file would take them to
 // the host. Security labels (security.*), which a host may put on every
-// file, do not count. overlayfs's own ([overlayOwn]) count too: place
-// removes them first (dropOverlayXattrs), so one left could not be
-// removed. A list that cannot be read counts.
+// file, do not count. overlayfs's own ([overlayOwn]) are removed first:
+// they describe the upper layer, not the file, and sbx leaves nothing of
+// its own on the host; one that cannot be removed counts. A list that
+// cannot be read counts.
 func commandXattrs(dir int, name string) bool {
 	names, err := listXattrs(dir, name)
 	if err != nil {
 		return !errors.Is(err, unix.ENOTSUP)
 	}
 	for _, a := range names {
+		if overlayOwn(a) && unix.Lremovexattr(fdEntry(dir, name), a) == nil {
+			continue
+		}
 		if strings.HasPrefix(a, "user.") || strings.HasPrefix(a, "system.posix_acl") {
 			return true
 		}
@@ -787,23 +788,6 @@ func commandXattrs(dir int, name string) bool {
 // kernels refuse it), and is the command's.
 func overlayOwn(attr string) bool {
 	return strings.HasPrefix(attr, "user.overlay.") && !strings.HasPrefix(attr, "user.overlay.overlay.")
-}
-
-// dropOverlayXattrs removes overlayfs's own attributes ([overlayOwn]) from
-// the upper file, so that it can be moved to the host by rename (a copy
-// costs the file's size in writes and an fsync): they describe the upper
-// layer, not the file, and sbx leaves nothing of its own on the host. One
-// that cannot be removed stays, and commandXattrs has the file copied.
-func dropOverlayXattrs(dir int, name string) {
-	names, err := listXattrs(dir, name)
-	if err != nil {
-		return
-	}
-	for _, a := range names {
-		if overlayOwn(a) {
-			_ = unix.Lremovexattr(fdEntry(dir, name), a)
-		}
-	}
 }
 
 // listXattrs lists the extended attributes of the entry name in dir (not
