@@ -57,6 +57,11 @@ type merger struct {
 	// copyOnly is set once a rename from the upper layer failed with
 	// EXDEV: the rest is copied.
 	copyOnly bool
+	// newTrees are the new upper directories looked over, by host path
+	// ([merger.scanNew]).
+	newTrees map[string]newTree
+	// entryByEntry turns moveNewTree off (tests compare the two ways).
+	entryByEntry bool
 	// afterEntry, when set, is called after each applied entry (tests).
 	afterEntry func(n int)
 	applied    int
@@ -380,6 +385,9 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		c := s.change(fsrules.Create, true)
 		if r := m.pol.Check(c); r != nil {
 			m.refuse(r, up, name)
+			return
+		}
+		if hst == nil && m.moveNewTree(up, host, name, st, s) {
 			return
 		}
 		if hst != nil && !m.remove(host, name, s) {
@@ -793,13 +801,18 @@ func overlayOwn(attr string) bool {
 // listXattrs lists the extended attributes of the entry name in dir (not
 // following a link).
 func listXattrs(dir int, name string) ([]string, error) {
-	p := fdEntry(dir, name)
+	list := func(buf []byte) (int, error) { return listxattrAt(dir, name, buf) }
 	buf := make([]byte, 256)
-	n, err := unix.Llistxattr(p, buf)
+	n, err := list(buf)
+	if errors.Is(err, unix.ENOSYS) {
+		p := fdEntry(dir, name)
+		list = func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) }
+		n, err = list(buf)
+	}
 	if errors.Is(err, unix.ERANGE) {
-		if n, err = unix.Llistxattr(p, nil); err == nil {
+		if n, err = list(nil); err == nil {
 			buf = make([]byte, n)
-			n, err = unix.Llistxattr(p, buf)
+			n, err = list(buf)
 		}
 	}
 	if err != nil {
