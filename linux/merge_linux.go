@@ -799,16 +799,21 @@ func overlayOwn(attr string) bool {
 }
 
 // listXattrs lists the extended attributes of the entry name in dir (not
-// following a link).
+// following a link): with listxattrat, or through /proc before Linux 6.13.
 func listXattrs(dir int, name string) ([]string, error) {
-	list := func(buf []byte) (int, error) { return listxattrAt(dir, name, buf) }
-	buf := make([]byte, 256)
-	n, err := list(buf)
+	names, err := xattrNames(func(buf []byte) (int, error) { return listxattrAt(dir, name, buf) })
 	if errors.Is(err, unix.ENOSYS) {
 		p := fdEntry(dir, name)
-		list = func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) }
-		n, err = list(buf)
+		return xattrNames(func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) })
 	}
+	return names, err
+}
+
+// xattrNames reads an attribute list with list (a listxattr call), as
+// large as it is.
+func xattrNames(list func([]byte) (int, error)) ([]string, error) {
+	buf := make([]byte, 256)
+	n, err := list(buf)
 	if errors.Is(err, unix.ERANGE) {
 		if n, err = list(nil); err == nil {
 			buf = make([]byte, n)
