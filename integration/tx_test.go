@@ -1048,6 +1048,27 @@ printf '#!/bin/sh\ntouch /tmp/sbx-it-hook\n' > tools/hooks/pre-commit; chmod +x 
 	}
 }
 
+// A repository's HEAD replaced in the sandbox by something that is not a
+// file (a socket here) hides nothing from the merge: git on the host still
+// reads the host's HEAD, so the hook and the fsmonitor key planted beside
+// it are refused (they arrived, and a push ran the hook).
+func TestSocketHEADHidesNoRepository(t *testing.T) {
+	e := newEnv(t)
+	gitOn(t, e.ws, "init", "-q", "--bare", "srv")
+	config, err := os.ReadFile(e.path("srv/config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.sh(`rm srv/HEAD && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("srv/HEAD")'
+printf '#!/bin/sh\ntouch /tmp/sbx-it-socket-head\n' > srv/hooks/post-receive; chmod +x srv/hooks/post-receive
+printf '[core]\n\tfsmonitor = touch /tmp/sbx-it-socket-fsm\n' >> srv/config`, bypass)
+	if !strings.Contains(r.stderr, "refused") {
+		t.Errorf("nothing refused: %s", r.stderr)
+	}
+	assertAbsent(t, e.path("srv/hooks/post-receive"))
+	assertContent(t, e.path("srv/config"), string(config))
+}
+
 // A directory named like a bare repository is a git directory with no
 // HEAD yet: a hook and a program-running config key left in it would go
 // live with the host user's `git init --bare b.git`.

@@ -1087,13 +1087,16 @@ func gitHoldsBelow(dir int, sub string) string {
 }
 
 // isGitDirAt reports whether name in the directory up (the upper layer, or
-// -1) or host (or -1) is, or may be taken by git for, a git directory: it
-// has a HEAD (a link, or a file that reads as a ref or an object name), or
-// a commondir file (a linked worktree's). Git also wants objects/ and
-// refs/, but those may be links to anywhere: they are not looked at, so a
-// directory counts as soon as its HEAD does. A directory named like a bare
-// repository (x.git) counts with no HEAD: `git init --bare x.git` on the
-// host keeps the hooks and config a command left there.
+// -1) or host (or -1) is, or may be taken by git for, a git directory:
+// either layer has a commondir file (a linked worktree's) or a HEAD that
+// is not a plain file of other text (a file that reads as a ref or an
+// object name, a link, or anything else: a socket, fifo or whiteout that
+// hides the host's HEAD from the merge while git on the host still reads
+// it). Git also wants objects/ and refs/, but those may be links to
+// anywhere: they are not looked at, so a directory counts as soon as its
+// HEAD does. A directory named like a bare repository (x.git) counts with
+// no HEAD: `git init --bare x.git` on the host keeps the hooks and config
+// a command left there.
 func isGitDirAt(up, host int, name string) bool {
 	if len(name) > len(".git") && strings.EqualFold(name[len(name)-len(".git"):], ".git") {
 		return true
@@ -1107,15 +1110,11 @@ func isGitDirAt(up, host int, name string) bool {
 			return true
 		}
 		if unix.Fstatat(d, filepath.Join(name, "HEAD"), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue // not in this layer: look in the host
+			continue // not in this layer: look in the other
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || fsrules.LooksLikeHead(readSmall(d, filepath.Join(name, "HEAD"))) {
 			return true
-		case unix.S_IFREG:
-			return fsrules.LooksLikeHead(readSmall(d, filepath.Join(name, "HEAD")))
 		}
-		return false
 	}
 	return false
 }

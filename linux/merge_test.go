@@ -918,3 +918,50 @@ func TestMergeMovesACopiedUpFile(t *testing.T) {
 		}
 	}
 }
+
+// A HEAD the command replaced by something that is not a file (a socket,
+// a fifo, a whiteout) or by other text hides no repository from the
+// merge: the host's HEAD still makes it one, for git and for the checks
+// (a hook and an fsmonitor reached the host of a nested bare repository
+// and of a linked worktree's common directory, and ran there).
+func TestMergeSeesTheHostsHEAD(t *testing.T) {
+	heads := map[string]func(p string) error{
+		"socket": func(p string) error {
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			return unix.Bind(fd, &unix.SockaddrUnix{Name: p})
+		},
+		"fifo":     func(p string) error { return unix.Mkfifo(p, 0o644) },
+		"whiteout": func(p string) error { return unix.Mknod(p, unix.S_IFCHR|0o600, 0) },
+		"text":     func(p string) error { return os.WriteFile(p, []byte("not a ref\n"), 0o644) },
+	}
+	for kind, mk := range heads {
+		for _, root := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/root=%v", kind, root), func(t *testing.T) {
+				e := newMergeEnv(t)
+				repo, up := filepath.Join(e.host, "srv"), filepath.Join(e.upper, "srv")
+				if root {
+					repo, up = e.host, e.upper
+				}
+				write(t, filepath.Join(repo, "HEAD"), "ref: refs/heads/main\n")
+				write(t, filepath.Join(repo, "config"), "[core]\n\tbare = true\n")
+				os.MkdirAll(filepath.Join(repo, "hooks"), 0o755)
+				os.MkdirAll(up, 0o755)
+				if err := mk(filepath.Join(up, "HEAD")); err != nil {
+					t.Skipf("cannot make a %s HEAD here: %v", kind, err)
+				}
+				write(t, filepath.Join(up, "hooks/post-receive"), "#!/bin/sh\n")
+				write(t, filepath.Join(up, "config"), "[core]\n\tbare = true\n\tfsmonitor = /tmp/evil\n")
+				e.merge(&fsrules.Policy{Home: "/nonexistent"}, coarseNow(), nil)
+				if _, err := os.Lstat(filepath.Join(repo, "hooks/post-receive")); err == nil {
+					t.Error("the hook reached the host")
+				}
+				assertContent(t, filepath.Join(repo, "config"), "[core]\n\tbare = true\n")
+			})
+		}
+	}
+}
+
