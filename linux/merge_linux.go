@@ -399,7 +399,12 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 			m.dir(sub, -1, s, false)
 			return
 		}
-		if err := unix.Mkdirat(host, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		if err := unix.Mkdirat(host, name, 0o700); errors.Is(err, unix.EEXIST) && hst == nil {
+			// The host made an entry there during the merge (a link, a
+			// directory): the host's stays, the command's tree is saved.
+			m.conflict(s.path, up, name)
+			return
+		} else if err != nil && !errors.Is(err, unix.EEXIST) {
 			m.lose(s.path, err)
 			return
 		}

@@ -965,3 +965,47 @@ func TestMergeSeesTheHostsHEAD(t *testing.T) {
 	}
 }
 
+// A host entry that appears where the command made a new directory after
+// the merge looked (a link, a directory) is a conflict: the command's tree
+// is saved aside, nothing is written through the link, and the host's
+// directory keeps its mode (it was reported lost, or took the command's
+// mode).
+func TestMergeNewDirectoryRacedByTheHost(t *testing.T) {
+	for _, kind := range []string{"link", "dir"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newMergeEnv(t)
+			u := upperTree{t, e.upper}
+			u.file("d/f", "command\n")
+			os.Chmod(filepath.Join(e.upper, "d"), 0o777)
+			var st unix.Stat_t
+			unix.Lstat(filepath.Join(e.upper, "d"), &st)
+			// The host's entry comes after the merge's look (hst nil).
+			if kind == "link" {
+				os.Symlink(e.outside, filepath.Join(e.host, "d"))
+			} else {
+				os.Mkdir(filepath.Join(e.host, "d"), 0o700)
+			}
+			up, _ := unix.Open(e.upper, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			host, _ := unix.Open(e.host, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			state, _ := unix.Open(e.state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			defer unix.Close(up)
+			defer unix.Close(host)
+			defer unix.Close(state)
+			m := &merger{pol: &fsrules.Policy{Workspace: e.host, Home: "/nonexistent"}, start: coarseNow(),
+				saves: &saver{stateFD: state, stateDir: e.state, runID: "run"}, tmp: &tempNames{prefix: tempPrefix + "run-"}}
+			defer m.close()
+			s := scope{root: e.host, path: e.host}
+			m.subdir(up, host, "d", &st, nil, s.child("d"))
+			if len(m.rep.Conflicts) != 1 || m.rep.Conflicts[0].Saved == "" || len(m.rep.Lost) > 0 {
+				t.Fatalf("conflicts %+v lost %q", m.rep.Conflicts, m.rep.Lost)
+			}
+			assertContent(t, filepath.Join(m.rep.Conflicts[0].Saved, "f"), "command\n")
+			if ents, _ := os.ReadDir(e.outside); len(ents) > 0 {
+				t.Error("written through the host's link")
+			}
+			if fi, err := os.Stat(filepath.Join(e.host, "d")); kind == "dir" && (err != nil || fi.Mode().Perm() != 0o700) {
+				t.Errorf("the host's directory: %v %v", fi, err)
+			}
+		})
+	}
+}
