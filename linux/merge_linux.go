@@ -804,10 +804,12 @@ func overlayOwn(attr string) bool {
 }
 
 // listXattrs lists the extended attributes of the entry name in dir (not
-// following a link): with listxattrat, or through /proc before Linux 6.13.
+// following a link): with listxattrat, or through /proc before Linux 6.13
+// (and where a container's seccomp profile refuses a system call it does
+// not know, with ENOSYS or EPERM).
 func listXattrs(dir int, name string) ([]string, error) {
 	names, err := xattrNames(func(buf []byte) (int, error) { return listxattrAt(dir, name, buf) })
-	if errors.Is(err, unix.ENOSYS) {
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
 		p := fdEntry(dir, name)
 		return xattrNames(func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) })
 	}
