@@ -281,7 +281,7 @@ func (m *merger) enterRepo(host int, s scope) scope {
 // open as host (the writable root at path).
 func (m *merger) mergeRoot(up, host int, path string) {
 	s := scope{root: path, path: path}
-	if isGitDirAt(up, host, ".") {
+	if isGitName(filepath.Base(path)) || isGitDirAt(up, host, ".") {
 		s.git = path
 	}
 	m.dir(up, host, m.enterRepo(host, s), false)
@@ -1095,35 +1095,47 @@ func gitHoldsBelow(dir int, sub string) string {
 
 // isGitDirAt reports whether name in the directory up (the upper layer, or
 // -1) or host (or -1) is, or may be taken by git for, a git directory:
-// either layer has a commondir file (a linked worktree's) or a HEAD that
+// either layer has a commondir file (a linked worktree's); or a HEAD that
 // is not a plain file of other text (a file that reads as a ref or an
 // object name, a link, or anything else: a socket, fifo or whiteout that
 // hides the host's HEAD from the merge while git on the host still reads
-// it). Git also wants objects/ and refs/, but those may be links to
-// anywhere: they are not looked at, so a directory counts as soon as its
-// HEAD does. A directory named like a bare repository (x.git) counts with
-// no HEAD: `git init --bare x.git` on the host keeps the hooks and config
-// a command left there.
+// it); or objects and refs with worktrees, hooks or config beside them (a
+// linked worktree's common directory, which git uses with no HEAD of its
+// own: one whose HEAD an earlier run removed stays a git directory). A directory named like a bare repository
+// (x.git) counts with none of these: `git init --bare x.git` on the host
+// keeps the hooks and config a command left there.
 func isGitDirAt(up, host int, name string) bool {
-	if len(name) > len(".git") && strings.EqualFold(name[len(name)-len(".git"):], ".git") {
+	if isGitName(name) {
 		return true
 	}
 	for _, d := range []int{up, host} {
-		if d < 0 {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Fstatat(d, filepath.Join(name, "commondir"), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			return true
-		}
-		if unix.Fstatat(d, filepath.Join(name, "HEAD"), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue // not in this layer: look in the other
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG || fsrules.LooksLikeHead(readSmall(d, filepath.Join(name, "HEAD"))) {
+		if d >= 0 && gitDirIn(d, name) {
 			return true
 		}
 	}
 	return false
+}
+
+// isGitName reports whether a directory's name is a bare repository's
+// (x.git; .git itself is a work tree's).
+func isGitName(name string) bool {
+	return len(name) > len(".git") && strings.EqualFold(name[len(name)-len(".git"):], ".git")
+}
+
+// gitDirIn reports whether name in the directory d, one layer, holds what
+// makes a git directory (see isGitDirAt).
+func gitDirIn(d int, name string) bool {
+	var st unix.Stat_t
+	has := func(entry string) bool {
+		return unix.Fstatat(d, filepath.Join(name, entry), &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	if has("commondir") && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		return true
+	}
+	if has("HEAD") && (st.Mode&unix.S_IFMT != unix.S_IFREG || fsrules.LooksLikeHead(readSmall(d, filepath.Join(name, "HEAD")))) {
+		return true
+	}
+	return has("objects") && has("refs") && (has("worktrees") || has("hooks") || has("config"))
 }
 
 // openDirAt opens a directory below dirFD without following a link.

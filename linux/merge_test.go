@@ -1009,3 +1009,56 @@ func TestMergeNewDirectoryRacedByTheHost(t *testing.T) {
 		})
 	}
 }
+
+// A linked worktree's common directory whose HEAD an earlier run removed
+// is still a git directory (git reaches it by commondir and never wants its
+// HEAD; its objects and refs say what it is), nested or as the root; and a
+// root named like a bare repository is one, as a nested directory is (the
+// name was checked for nested directories only, and a hook and an
+// fsmonitor key reached both kinds of root and ran).
+func TestMergeGitDirsWithoutHEAD(t *testing.T) {
+	cases := []struct {
+		name   string
+		layout func(t *testing.T, repo string)
+		root   string // the host root's name ("" for newMergeEnv's)
+	}{
+		{"common dir, nested", commonDirWithoutHEAD, ""},
+		{"common dir, root", commonDirWithoutHEAD, ""},
+		{"empty root named x.git", func(*testing.T, string) {}, "new.git"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newMergeEnv(t)
+			if c.root != "" {
+				e.host = filepath.Join(filepath.Dir(e.host), c.root)
+				os.Mkdir(e.host, 0o755)
+			}
+			repo, up := filepath.Join(e.host, "common"), filepath.Join(e.upper, "common")
+			if i > 0 {
+				repo, up = e.host, e.upper
+			}
+			c.layout(t, repo)
+			time.Sleep(20 * time.Millisecond)
+			start := coarseNow()
+			write(t, filepath.Join(up, "hooks/post-checkout"), "#!/bin/sh\n")
+			write(t, filepath.Join(up, "config"), "[core]\n\tfsmonitor = /tmp/evil\n")
+			e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+			if _, err := os.Lstat(filepath.Join(repo, "hooks/post-checkout")); err == nil {
+				t.Error("the hook reached the host")
+			}
+			if b, _ := os.ReadFile(filepath.Join(repo, "config")); strings.Contains(string(b), "fsmonitor") {
+				t.Errorf("the config reached the host: %q", b)
+			}
+		})
+	}
+}
+
+// commonDirWithoutHEAD lays out a linked worktree's common directory with
+// no HEAD.
+func commonDirWithoutHEAD(t *testing.T, repo string) {
+	write(t, filepath.Join(repo, "config"), "[core]\n\tbare = true\n")
+	write(t, filepath.Join(repo, "worktrees/wt/commondir"), "../..\n")
+	write(t, filepath.Join(repo, "refs/heads/main"), "0123456789012345678901234567890123456789\n")
+	os.MkdirAll(filepath.Join(repo, "objects/info"), 0o755)
+	os.MkdirAll(filepath.Join(repo, "hooks"), 0o755)
+}
