@@ -85,28 +85,34 @@ func newMergeEnv(t *testing.T) *mergeEnv {
 // merge runs a merger over the whole upper layer.
 func (e *mergeEnv) merge(pol *fsrules.Policy, start unix.Timespec, tweak func(*merger)) *MergeReport {
 	e.t.Helper()
+	m, up, host := e.merger(pol, start)
+	if tweak != nil {
+		tweak(m)
+	}
+	m.mergeRoot(up, host, e.host)
+	return &m.rep
+}
+
+// merger makes a merger into the host directory and opens the upper and
+// host directories (closed, with the merger, when the test ends).
+func (e *mergeEnv) merger(pol *fsrules.Policy, start unix.Timespec) (m *merger, up, host int) {
+	e.t.Helper()
 	open := func(p string) int {
 		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		e.t.Cleanup(func() { unix.Close(fd) })
 		return fd
 	}
-	hostFD, upFD, stateFD := open(e.host), open(e.upper), open(e.state)
-	defer unix.Close(hostFD)
-	defer unix.Close(upFD)
-	defer unix.Close(stateFD)
+	host, up, stateFD := open(e.host), open(e.upper), open(e.state)
 	if pol.Workspace == "" {
 		pol.Workspace = e.host
 	}
-	m := &merger{pol: pol, start: start, saves: &saver{stateFD: stateFD, stateDir: e.state, runID: "run"},
+	m = &merger{pol: pol, start: start, saves: &saver{stateFD: stateFD, stateDir: e.state, runID: "run"},
 		tmp: &tempNames{prefix: tempPrefix + "run-"}}
-	if tweak != nil {
-		tweak(m)
-	}
-	defer m.close()
-	m.mergeRoot(upFD, hostFD, e.host)
-	return &m.rep
+	e.t.Cleanup(m.close)
+	return m, up, host
 }
 
 // TestMergeHostileUpper feeds the merge an upper layer a command could
@@ -985,15 +991,7 @@ func TestMergeNewDirectoryRacedByTheHost(t *testing.T) {
 			} else {
 				os.Mkdir(filepath.Join(e.host, "d"), 0o700)
 			}
-			up, _ := unix.Open(e.upper, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-			host, _ := unix.Open(e.host, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-			state, _ := unix.Open(e.state, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-			defer unix.Close(up)
-			defer unix.Close(host)
-			defer unix.Close(state)
-			m := &merger{pol: &fsrules.Policy{Workspace: e.host, Home: "/nonexistent"}, start: coarseNow(),
-				saves: &saver{stateFD: state, stateDir: e.state, runID: "run"}, tmp: &tempNames{prefix: tempPrefix + "run-"}}
-			defer m.close()
+			m, up, host := e.merger(&fsrules.Policy{Home: "/nonexistent"}, coarseNow())
 			s := scope{root: e.host, path: e.host}
 			m.subdir(up, host, "d", &st, nil, s.child("d"))
 			if len(m.rep.Conflicts) != 1 || m.rep.Conflicts[0].Saved == "" || len(m.rep.Lost) > 0 {
