@@ -1101,9 +1101,10 @@ func gitHoldsBelow(dir int, sub string) string {
 // hides the host's HEAD from the merge while git on the host still reads
 // it); or objects and refs with worktrees, hooks or config beside them (a
 // linked worktree's common directory, which git uses with no HEAD of its
-// own: one whose HEAD an earlier run removed stays a git directory). A directory named like a bare repository
-// (x.git) counts with none of these: `git init --bare x.git` on the host
-// keeps the hooks and config a command left there.
+// own: one whose HEAD an earlier run removed stays a git directory). A
+// directory named like a bare repository (x.git) counts with none of
+// these: `git init --bare x.git` on the host keeps the hooks and config a
+// command left there.
 func isGitDirAt(up, host int, name string) bool {
 	if isGitName(name) {
 		return true
