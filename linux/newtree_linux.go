@@ -28,11 +28,11 @@ type newTree struct {
 // moveNewTree places the new upper directory name (under up) at the same
 // name in the host directory host in one rename, when the whole tree is
 // movable ([merger.scanNew]): the entry-by-entry merge would create the
-// directory and rename each entry into it (four system calls each: a
-// 10,000-file node_modules took ~0.4 s). The host must still have no entry
-// there (RENAME_NOREPLACE); it reports false, having changed nothing, when
-// the tree is not movable or the rename fails, and the caller merges
-// entry by entry.
+// directory and rename each entry into it (four system calls each: the
+// merge of 3,000 new files took 0.11-0.13 s here, 0.08-0.10 s this way).
+// The host must still have no entry there (RENAME_NOREPLACE); it reports
+// false, having changed nothing, when the tree is not movable or the
+// rename fails, and the caller merges entry by entry.
 func (m *merger) moveNewTree(up, host int, name string, st *unix.Stat_t, s scope) bool {
 	if m.discard || m.copyOnly || m.entryByEntry || s.git != "" {
 		return false
