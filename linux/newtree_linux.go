@@ -23,6 +23,9 @@ type newTree struct {
 	// bytes its regular files.
 	entries, files int
 	bytes          int64
+	// below are the paths of everything below the directory, relative
+	// to it (of a movable tree only).
+	below []string
 }
 
 // moveNewTree places the new upper directory name (under up) at the same
@@ -47,6 +50,7 @@ func (m *merger) moveNewTree(up, host int, name string, st *unix.Stat_t, s scope
 		}
 		return false
 	}
+	touchTree(host, name, t.below)
 	m.rep.Files += t.files
 	m.rep.Bytes += t.bytes
 	for range t.entries {
@@ -107,17 +111,47 @@ func (m *merger) scanNewDir(up int, name string, st *unix.Stat_t, s scope) newTr
 			t.entries += sub.entries
 			t.files += sub.files
 			t.bytes += sub.bytes
+			if t.movable {
+				t.below = append(t.below, n)
+				for _, p := range sub.below {
+					t.below = append(t.below, n+"/"+p)
+				}
+			}
 		case m.movableLeaf(dir, n, &est, cs):
 			t.entries++
 			if est.Mode&unix.S_IFMT == unix.S_IFREG {
 				t.files++
 				t.bytes += est.Size
 			}
+			t.below = append(t.below, n)
 		default:
 			t.movable = false
 		}
 	}
+	if !t.movable {
+		t.below = nil
+	}
 	return t
+}
+
+// touchTree moves the change time of every entry below the directory
+// name of dir (below lists them) to now, changing nothing else (a chown to
+// the same owner): the entry-by-entry merge gives each entry it renames a
+// new change time, and another run in the same workspace that started
+// before this merge tells a host entry changed during its run by it (an
+// entry moved with its directory keeps the time the command wrote it,
+// before that run began, and the run's merge would replace or remove it
+// with no conflict). Done after the move, so a run that started in
+// between sees the entries and, should it change one, gets a conflict.
+func touchTree(dir int, name string, below []string) {
+	top, err := openDirAt(dir, name)
+	if err != nil {
+		return
+	}
+	defer unix.Close(top)
+	for _, p := range below {
+		_ = unix.Fchownat(top, p, -1, -1, unix.AT_SYMLINK_NOFOLLOW)
+	}
 }
 
 // movableLeaf reports whether leaf would place the new entry name (under

@@ -254,3 +254,38 @@ func TestListXattrsBothWays(t *testing.T) {
 		}
 	}
 }
+
+// A tree moved in one rename is, entry by entry, as new on the host as
+// one merged entry by entry: another run in the same workspace that began
+// before this merge and changes or removes one of its files gets a
+// conflict, not a silent overwrite (its entries kept the change time the
+// command wrote them, before that run began).
+func TestMovedTreeIsNewToAnEarlierRun(t *testing.T) {
+	for _, other := range []string{"change", "remove"} {
+		t.Run(other, func(t *testing.T) {
+			e := newMergeEnv(t)
+			u := upperTree{t, e.upper}
+			u.file("same/deep/common", "A\n")
+			time.Sleep(20 * time.Millisecond)
+			startB := coarseNow() // the other run begins
+			time.Sleep(20 * time.Millisecond)
+			var st unix.Stat_t
+			unix.Lstat(filepath.Join(e.upper, "same"), &st)
+			ino := st.Ino
+			e.merge(&fsrules.Policy{Home: "/nonexistent"}, coarseNow(), nil)
+			if unix.Lstat(filepath.Join(e.host, "same"), &st); st.Ino != ino {
+				t.Fatal("the tree was not moved in one piece")
+			}
+			if other == "change" {
+				u.file("same/deep/common", "B\n")
+			} else {
+				u.whiteout("same")
+			}
+			rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, startB, nil)
+			if len(rep.Conflicts) == 0 {
+				t.Errorf("no conflict: %+v", rep)
+			}
+			assertContent(t, filepath.Join(e.host, "same/deep/common"), "A\n")
+		})
+	}
+}
