@@ -607,6 +607,19 @@ func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path str
 	// An inode seen before under another name (its link count may have
 	// dropped since: a copied name leaves the upper layer).
 	key := [2]uint64{st.Dev, st.Ino}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && !guarded {
+		// A second name of a file placed already (copied, when it has
+		// the command's attributes: the copy has none) links to it.
+		if prev, ok := m.links[key]; ok {
+			err := m.viaTemp(host, name, dir, hst, func(tmp string) error {
+				return unix.Linkat(prev.dirFD, prev.name, host, tmp, 0)
+			})
+			if err == nil {
+				_ = unix.Unlinkat(up, name, 0)
+			}
+			return err
+		}
+	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && (guarded && st.Nlink > 1 || commandXattrs(up, name)) {
 		// A copy has an inode of its own and no extended attribute (an
 		// ACL or a user.* attribute the command set stays behind).
@@ -618,17 +631,6 @@ func (m *merger) place(up, host int, name string, st, hst *unix.Stat_t, path str
 		}
 		_ = unix.Unlinkat(up, name, 0)
 		return nil
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && !guarded {
-		if prev, ok := m.links[key]; ok {
-			err := m.viaTemp(host, name, dir, hst, func(tmp string) error {
-				return unix.Linkat(prev.dirFD, prev.name, host, tmp, 0)
-			})
-			if err == nil {
-				_ = unix.Unlinkat(up, name, 0)
-			}
-			return err
-		}
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && fileMode(st) != st.Mode&0o7777 {
 		if err := unix.Fchmodat(up, name, fileMode(st), 0); err != nil {

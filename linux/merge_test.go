@@ -1060,3 +1060,29 @@ func commonDirWithoutHEAD(t *testing.T, repo string) {
 	os.MkdirAll(filepath.Join(repo, "objects/info"), 0o755)
 	os.MkdirAll(filepath.Join(repo, "hooks"), 0o755)
 }
+
+// Two names of a file with the command's attribute arrive as two names of
+// one copy without it (they arrived as two files).
+func TestMergeKeepsTheNamesOfACopiedFile(t *testing.T) {
+	e := newMergeEnv(t)
+	u := upperTree{t, e.upper}
+	u.file("a", "x\n")
+	if err := unix.Setxattr(filepath.Join(e.upper, "a"), "user.mine", []byte("1"), 0); err != nil {
+		t.Skipf("no user xattrs here: %v", err)
+	}
+	os.MkdirAll(filepath.Join(e.upper, "d"), 0o755)
+	if err := os.Link(filepath.Join(e.upper, "a"), filepath.Join(e.upper, "d/b")); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, coarseNow(), nil)
+	if len(rep.Lost)+len(rep.Conflicts)+len(rep.Refused) > 0 {
+		t.Fatalf("%+v", rep)
+	}
+	var a, b unix.Stat_t
+	unix.Lstat(filepath.Join(e.host, "a"), &a)
+	unix.Lstat(filepath.Join(e.host, "d/b"), &b)
+	buf := make([]byte, 256)
+	if n, _ := unix.Llistxattr(filepath.Join(e.host, "a"), buf); a.Ino != b.Ino || n > 0 {
+		t.Errorf("a and d/b: inodes %d and %d, attributes %q", a.Ino, b.Ino, buf[:max(n, 0)])
+	}
+}
