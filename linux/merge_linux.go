@@ -57,11 +57,6 @@ type merger struct {
 	// copyOnly is set once a rename from the upper layer failed with
 	// EXDEV: the rest is copied.
 	copyOnly bool
-	// newTrees are the new upper directories looked over, by host path
-	// ([merger.scanNew]).
-	newTrees map[string]newTree
-	// entryByEntry turns moveNewTree off (tests compare the two ways).
-	entryByEntry bool
 	// afterEntry, when set, is called after each applied entry (tests).
 	afterEntry func(n int)
 	applied    int
@@ -385,9 +380,6 @@ func (m *merger) subdir(up, host int, name string, st, hst *unix.Stat_t, s scope
 		c := s.change(fsrules.Create, true)
 		if r := m.pol.Check(c); r != nil {
 			m.refuse(r, up, name)
-			return
-		}
-		if hst == nil && m.moveNewTree(up, host, name, st, s) {
 			return
 		}
 		if hst != nil && !m.remove(host, name, s) {

@@ -1086,3 +1086,41 @@ func TestMergeKeepsTheNamesOfACopiedFile(t *testing.T) {
 		t.Errorf("a and d/b: inodes %d and %d, attributes %q", a.Ino, b.Ino, buf[:max(n, 0)])
 	}
 }
+
+// The two ways of listing an entry's attributes agree (listxattrat, and
+// the path through /proc kernels before 6.13 use), on a long list too,
+// and neither follows a link.
+func TestListXattrsBothWays(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	write(t, p, "x")
+	var want []string
+	for i := range 40 {
+		a := fmt.Sprintf("user.attribute-with-a-long-name-%02d", i)
+		if err := unix.Setxattr(p, a, []byte("v"), 0); err != nil {
+			t.Skipf("no user xattrs here: %v", err)
+		}
+		want = append(want, a)
+	}
+	os.Symlink("f", filepath.Join(dir, "l"))
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for _, name := range []string{"f", "l"} {
+		got, err := listXattrs(fd, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaProc, err := xattrNames(func(buf []byte) (int, error) { return unix.Llistxattr(fdEntry(fd, name), buf) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		slices.Sort(viaProc)
+		if w := map[string][]string{"f": want, "l": nil}[name]; !slices.Equal(got, w) || !slices.Equal(viaProc, w) {
+			t.Errorf("%s: listxattrat %q, /proc %q, want %q", name, got, viaProc, w)
+		}
+	}
+}
