@@ -78,11 +78,68 @@ type Config struct {
 
 // namePattern marks secret-looking variable names.
 // (a word of its own, or a name ending in TOKEN, SECRET or PASSWORD:
-// APITOKEN).
+// APITOKEN). secretName is its fast form for ASCII names.
 var namePattern = lazyRegexp(`(?i)(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PASS|PWD|KEY|APIKEY|PRIVATE|CREDENTIALS?|AUTH|DSN|WEBHOOK)(S)?($|_)|(TOKEN|SECRET|PASSWORD|PASSWD)S?$`)
 
+// secretWords are namePattern's words; secretEnds its name endings.
+var (
+	secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PASS", "PWD", "KEY", "APIKEY",
+		"PRIVATE", "CREDENTIAL", "CREDENTIALS", "AUTH", "DSN", "WEBHOOK"}
+	secretEnds = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD"}
+)
+
 // locationSuffix marks names that hold where a secret is, not the secret.
+// locationName is its fast form for ASCII names.
 var locationSuffix = lazyRegexp(`(?i)_(PATH|FILE|DIR|SOCK|HOME|ID|BUNDLE|REGION|ENDPOINT|ENDPOINT_URL|PROFILE)$`)
+
+// locationEnds are locationSuffix's endings.
+var locationEnds = []string{"_PATH", "_FILE", "_DIR", "_SOCK", "_HOME", "_ID", "_BUNDLE", "_REGION", "_ENDPOINT",
+	"_ENDPOINT_URL", "_PROFILE"}
+
+// secretName is namePattern.MatchString(upper) for an upper-cased name,
+// without compiling the expression for an ASCII one (most names: the
+// compile and its first match cost ~1 ms of a cold sbx run). A name
+// with other bytes goes to the expression, whose case folding (K and
+// KELVIN SIGN, S and LONG S) a plain comparison would not follow.
+func secretName(upper string) bool {
+	if !isASCII(upper) {
+		return namePattern().MatchString(upper)
+	}
+	for w := range strings.SplitSeq(upper, "_") {
+		if slices.Contains(secretWords, w) || strings.HasSuffix(w, "S") && slices.Contains(secretWords, w[:len(w)-1]) {
+			return true
+		}
+	}
+	for _, e := range secretEnds {
+		if strings.HasSuffix(upper, e) || strings.HasSuffix(upper, e+"S") {
+			return true
+		}
+	}
+	return false
+}
+
+// locationName is locationSuffix.MatchString(upper), as secretName is
+// namePattern's.
+func locationName(upper string) bool {
+	if !isASCII(upper) {
+		return locationSuffix().MatchString(upper)
+	}
+	for _, e := range locationEnds {
+		if strings.HasSuffix(upper, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
 
 // secretNames are well-known secret variables.
 var secretNames = []string{"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
@@ -95,39 +152,74 @@ var notSecrets = []string{"PWD", "OLDPWD", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "A
 	"AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "KEYTIMEOUT", "XAUTHORITY", "SBX_VICTIM"}
 
 // shapes are values that are secrets whatever their name, with how many
-// leading characters (the kind's prefix) a placeholder keeps. Compiled on
-// first use: every process of sbx (the sandbox's init too) starts with
-// this package, and most never look at a value.
-var shapes = sync.OnceValue(func() []shape {
-	return []shape{
-		// Anywhere in the value: a service account's JSON holds one
-		// with its line ends escaped.
-		{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----`), 0},
-		// A URL with a password (redis://:pw@h, mongodb+srv://u:pw@h),
-		// and a connection string's key or password (Azure's AccountKey=,
-		// ADO.NET's Password=).
-		{regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@`), 0},
-		{regexp.MustCompile(`(?i)(^|;)\s*(AccountKey|SharedAccessKey|Password|Pwd)\s*=\s*[^;\s]`), 0},
-		{regexp.MustCompile(`^pypi-AgE[A-Za-z0-9_-]{8,}$`), 8},
-		{regexp.MustCompile(`^AIza[0-9A-Za-z_-]{30,40}$`), 4},
-		{regexp.MustCompile(`^SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}$`), 3},
-		{regexp.MustCompile(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$`), 3},
-		{regexp.MustCompile(`^(AKIA|ASIA)[0-9A-Z]{16}$`), 4},
-		{regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{20,}$`), 11},
-		{regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}$`), 4},
-		{regexp.MustCompile(`^sk-ant-[A-Za-z0-9_-]{16,}$`), 7},
-		{regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}$`), 3},
-		{regexp.MustCompile(`^xox[abposr]-[A-Za-z0-9-]{10,}$`), 5},
-		{regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`), 6},
-		{regexp.MustCompile(`^npm_[A-Za-z0-9]{36}$`), 4},
-		{regexp.MustCompile(`^hf_[A-Za-z0-9]{30,}$`), 3},
-		{regexp.MustCompile(`^[rsp]k_(live|test)_[A-Za-z0-9]{10,}$`), 8},
-	}
-})
+// leading characters (the kind's prefix) a placeholder keeps. Each is
+// compiled on first need: every process of sbx (the sandbox's init too)
+// starts with this package, most never look at a value, and a value that
+// fails a shape's cheap test (its literal prefix, a substring every match
+// holds) never needs the expression.
+var shapes = []shape{
+	// Anywhere in the value: a service account's JSON holds one with its
+	// line ends escaped.
+	newShape(`-----BEGIN [A-Z ]*PRIVATE KEY-----`, 0, holds("-----BEGIN ")),
+	// A URL with a password (redis://:pw@h, mongodb+srv://u:pw@h), and a
+	// connection string's key or password (Azure's AccountKey=, ADO.NET's
+	// Password=).
+	newShape(`^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@`, 0, holds("://", "@")),
+	newShape(`(?i)(^|;)\s*(AccountKey|SharedAccessKey|Password|Pwd)\s*=\s*[^;\s]`, 0, holds("=")),
+	newShape(`^pypi-AgE[A-Za-z0-9_-]{8,}$`, 8, startsWith("pypi-AgE")),
+	newShape(`^AIza[0-9A-Za-z_-]{30,40}$`, 4, startsWith("AIza")),
+	newShape(`^SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}$`, 3, startsWith("SG.")),
+	newShape(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$`, 3, startsWith("eyJ")),
+	newShape(`^(AKIA|ASIA)[0-9A-Z]{16}$`, 4, startsWith("AKIA", "ASIA")),
+	newShape(`^github_pat_[A-Za-z0-9_]{20,}$`, 11, startsWith("github_pat_")),
+	newShape(`^gh[pousr]_[A-Za-z0-9]{20,}$`, 4, startsWith("gh")),
+	newShape(`^sk-ant-[A-Za-z0-9_-]{16,}$`, 7, startsWith("sk-ant-")),
+	newShape(`^sk-[A-Za-z0-9_-]{16,}$`, 3, startsWith("sk-")),
+	newShape(`^xox[abposr]-[A-Za-z0-9-]{10,}$`, 5, startsWith("xox")),
+	newShape(`^glpat-[A-Za-z0-9_-]{20,}$`, 6, startsWith("glpat-")),
+	newShape(`^npm_[A-Za-z0-9]{36}$`, 4, startsWith("npm_")),
+	newShape(`^hf_[A-Za-z0-9]{30,}$`, 3, startsWith("hf_")),
+	newShape(`^[rsp]k_(live|test)_[A-Za-z0-9]{10,}$`, 8, startsWith("rk_", "sk_", "pk_")),
+}
 
 type shape struct {
-	re   *regexp.Regexp
+	expr string
+	re   func() *regexp.Regexp
 	keep int
+	// may is true for every value re matches (and for others): re runs
+	// only on values that pass it.
+	may func(v string) bool
+}
+
+func newShape(expr string, keep int, may func(string) bool) shape {
+	return shape{expr: expr, re: lazyRegexp(expr), keep: keep, may: may}
+}
+
+// match reports whether v has the shape.
+func (s shape) match(v string) bool { return s.may(v) && s.re().MatchString(v) }
+
+// holds is a shape's test that v holds every one of subs.
+func holds(subs ...string) func(string) bool {
+	return func(v string) bool {
+		for _, sub := range subs {
+			if !strings.Contains(v, sub) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// startsWith is a shape's test that v starts with one of prefixes.
+func startsWith(prefixes ...string) func(string) bool {
+	return func(v string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(v, p) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // lazyRegexp compiles expr on first use.
@@ -153,7 +245,7 @@ func Classify(name, value string, extra []*regexp.Regexp) bool {
 	if slices.Contains(secretNames, upper) {
 		return true
 	}
-	if (strings.HasPrefix(upper, "AWS_") || namePattern().MatchString(upper)) && !locationSuffix().MatchString(upper) {
+	if (strings.HasPrefix(upper, "AWS_") || secretName(upper)) && !locationName(upper) {
 		return true
 	}
 	for _, re := range extra {
@@ -161,8 +253,8 @@ func Classify(name, value string, extra []*regexp.Regexp) bool {
 			return true
 		}
 	}
-	for _, s := range shapes() {
-		if s.re.MatchString(value) {
+	for _, s := range shapes {
+		if s.match(value) {
 			return true
 		}
 	}
@@ -246,8 +338,8 @@ func randFrom(set string) (byte, error) {
 // class, punctuation is kept. It never equals v.
 func Placeholder(v string) (string, error) {
 	prefix := ""
-	for _, s := range shapes() {
-		if s.re.MatchString(v) {
+	for _, s := range shapes {
+		if s.match(v) {
 			prefix = v[:s.keep]
 			break
 		}

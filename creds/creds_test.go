@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -53,6 +54,54 @@ func TestClassify(t *testing.T) {
 			t.Errorf("Classify(%s=%q) = %v, want %v", tt.name, tt.value, got, tt.secret)
 		}
 	}
+}
+
+// classifyByExpressions is Classify as it was before its fast paths:
+// every name and value through the full expressions.
+func classifyByExpressions(name, value string) bool {
+	upper := strings.ToUpper(name)
+	if slices.Contains(notSecrets, upper) || value == "" {
+		return false
+	}
+	if slices.Contains(secretNames, upper) {
+		return true
+	}
+	if (strings.HasPrefix(upper, "AWS_") || namePattern().MatchString(upper)) && !locationSuffix().MatchString(upper) {
+		return true
+	}
+	for _, s := range shapes {
+		if regexp.MustCompile(s.expr).MatchString(value) {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzClassifyAsTheExpressions checks that the fast paths (words and
+// endings for ASCII names, each shape's cheap test) decide as the
+// expressions do.
+func FuzzClassifyAsTheExpressions(f *testing.F) {
+	for _, seed := range [][2]string{{"MY_KEYS", "x"}, {"A__KEY", "x"}, {"KEY_", "x"}, {"XKEY", "x"},
+		{"CREDENTIALSS", "x"}, {"MYSECRETS", "x"}, {"A_TOKEN_ENDPOINT_URL", "x"}, {"\u212aEY", "x"},
+		{"PA\u017fS", "x"}, {"X", "Password =1"}, {"X", "a;pwd= x"}, {"X", "https://u:p@h"}, {"X", "sk_live_0123456789"},
+		{"X", "pk_test_0123456789ab"}, {"X", "-----BEGIN RSA PRIVATE KEY-----"}, {"X", "ghs_" + strings.Repeat("a", 20)},
+		{"X", "AccountKey\u212a=1"}} {
+		f.Add(seed[0], seed[1])
+	}
+	for _, w := range append(secretWords, secretEnds...) {
+		for _, n := range []string{w, "A_" + w, "A" + w, "A_" + w + "S_B", w + "S", w + "_ID", strings.ToLower(w) + "_x"} {
+			f.Add(n, "x")
+		}
+	}
+	for _, e := range locationEnds {
+		f.Add("DB_TOKEN"+e, "x")
+		f.Add("DB_TOKEN"+e[1:], "x")
+	}
+	f.Fuzz(func(t *testing.T, name, value string) {
+		if got, want := Classify(name, value, nil), classifyByExpressions(name, value); got != want {
+			t.Fatalf("Classify(%q, %q) = %v, the expressions say %v", name, value, got, want)
+		}
+	})
 }
 
 func TestMaskEnv(t *testing.T) {
