@@ -21,6 +21,9 @@ func TestGlobRegex(t *testing.T) {
 		{"/w/[!a]x", []string{"/w/bx"}, []string{"/w/ax"}},
 		{"/w/a.b+(c)", []string{"/w/a.b+(c)"}, []string{"/w/aXb+(c)", "/w/a.bb(c)"}},
 		{"/w/é*", []string{"/w/été"}, []string{"/w/ete"}},
+		// Either case: APFS folds it, and a new name is matched as written.
+		{"/w/[a-c]x.PEM", []string{"/w/Bx.pem", "/W/bX.Pem"}, []string{"/w/dx.pem", "/w/Dx.pem"}},
+		{"/w/[!a]x", []string{"/w/bX"}, []string{"/w/AX"}},
 	}
 	for _, tt := range tests {
 		re := regexp.MustCompile("(?s)" + globRegex(tt.glob))

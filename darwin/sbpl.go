@@ -142,8 +142,10 @@ func regexQuote(s string) string {
 }
 
 // globRegex turns an absolute doublestar pattern into a POSIX extended
-// regex that matches what the pattern matches and everything inside it:
-// a "/**" segment any directories (or none), another "**" anything, "*" and "?" within one
+// regex that matches what the pattern matches and everything inside it,
+// in either case (a name that does not exist yet is matched as the
+// command writes it, and APFS folds case): a "/**" segment any
+// directories (or none), another "**" anything, "*" and "?" within one
 // path segment, "{a,b}" alternatives, "[...]" a class ("[!...]" negated).
 func globRegex(glob string) string {
 	var b strings.Builder
@@ -172,33 +174,70 @@ func globRegex(glob string) string {
 				b.WriteString(`\[`)
 				continue
 			}
-			class := glob[i+1 : i+1+j]
+			class, neg := glob[i+1:i+1+j], ""
 			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
+				class, neg = class[1:], "^"
 			}
-			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			b.WriteString("[" + neg + strings.ReplaceAll(foldClass(class), `\`, `\\`) + "]")
 			i += j + 1
 		case c == '\\' && i+1 < len(glob):
 			i++
-			quoteByte(&b, glob[i])
+			b.WriteString(caseless(glob[i : i+1]))
 		default:
-			quoteByte(&b, c)
+			b.WriteString(caseless(glob[i : i+1]))
 		}
 	}
 	b.WriteString("(/.*)?$")
 	return b.String()
 }
 
-// caseless is regexQuote(s) matching letters in either case.
+// foldClass adds to a bracket expression's content the other case of its
+// ASCII letters and of its ranges of letters of one case (a-f: A-F).
+func foldClass(class string) string {
+	swap := func(c byte) byte {
+		switch {
+		case 'a' <= c && c <= 'z':
+			return c - 'a' + 'A'
+		case 'A' <= c && c <= 'Z':
+			return c - 'A' + 'a'
+		}
+		return c
+	}
+	letter := func(c byte) bool { return swap(c) != c }
+	lower := func(c byte) bool { return 'a' <= c && c <= 'z' }
+	var extra []byte
+	for i := 0; i < len(class); i++ {
+		c := class[i]
+		if i+2 < len(class) && class[i+1] == '-' {
+			if d := class[i+2]; letter(c) && letter(d) && lower(c) == lower(d) {
+				extra = append(extra, swap(c), '-', swap(d))
+			}
+			i += 2
+			continue
+		}
+		if letter(c) {
+			extra = append(extra, swap(c))
+		}
+	}
+	return class + string(extra)
+}
+
+// caseless is regexQuote(s) matching ASCII letters in either case. The
+// bytes of other characters stand for themselves (a byte taken for a
+// Latin-1 letter and folded would no longer be UTF-8, and the profile
+// would be refused).
 func caseless(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if lo, up := strings.ToLower(string(c)), strings.ToUpper(string(c)); lo != up {
-			b.WriteString("[" + lo + up + "]")
-			continue
+		switch {
+		case 'a' <= c && c <= 'z':
+			b.WriteString("[" + string(rune(c)) + string(rune(c-'a'+'A')) + "]")
+		case 'A' <= c && c <= 'Z':
+			b.WriteString("[" + string(rune(c-'A'+'a')) + string(rune(c)) + "]")
+		default:
+			quoteByte(&b, c)
 		}
-		quoteByte(&b, c)
 	}
 	return b.String()
 }
@@ -285,43 +324,78 @@ func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, gitD
 // sandboxed command may change: hooks (they run on the host), config and
 // config.worktree (core.fsmonitor, aliases, filters run programs),
 // commondir and gitdir (they send git to another directory), alternates;
-// the same in the git directories nested in modules/ (submodules: their
-// names may hold a slash) and worktrees/. A ref or log named "hooks" or
-// "config" in a submodule's git directory is caught too.
+// at any depth, so the git directories nested in modules/ (submodules:
+// their names may hold a slash) and worktrees/ are covered wherever they
+// are moved to in the git directory (mv modules/sub q; edit q/config; mv
+// q modules/sub). A ref or log named "hooks", "config", "gitdir" or
+// "commondir" is caught too.
 func gitEntries() string {
 	own := strings.Join([]string{caseless("hooks") + "(/.*)?", caseless("config"), caseless("config.worktree"),
 		caseless("commondir"), caseless("gitdir")}, "|")
-	nested := "(" + caseless("modules") + "/.+|" + caseless("worktrees") + "/[^/]+)/(" + own + ")"
 	alternates := caseless("objects/info/") + "(" + caseless("http-") + ")?" + caseless("alternates")
-	return "/(" + own + "|" + alternates + "|" + nested + ")$"
+	return "/(.*/)?(" + own + "|" + alternates + ")$"
 }
 
-// gitLinks keeps git pointed where it is: in every writable root, a .git
-// cannot be renamed or removed (mv .git g; edit g/config; mv g .git), and
-// a .git that is not a directory (a gitdir pointer file, a link) cannot be
-// created or changed; the git directories outside the workspace, and
-// their parents inside a writable root, cannot be renamed.
+// gitLinks keeps git pointed where it is, in every directory the command
+// may write (the writable roots, the toolchain caches, the run's own
+// temporary and cache folders): git's entries of a .git at any depth
+// cannot change (gitEntries); a .git cannot be renamed or removed (mv .git
+// g; edit g/config; mv g .git), nor created as anything (a pointer file, a
+// link, or a directory: made, or renamed into place after being filled
+// under another name, it would be a repository whose settings the
+// command wrote), nor changed as anything but a directory. Name rules
+// hold only where they are written, and a rename carries a directory's
+// content past them: a repository made where no rule holds, then moved
+// into the workspace, would be one. The git directories outside the
+// workspace, and their parents inside a writable root, cannot be
+// renamed.
 func (p *profile) gitLinks(in ProfileInput) {
-	var unlink []string
+	var unlink, create, entries []string
 	for _, r := range in.FS.Writable {
-		if !r.Dir {
-			continue
-		}
-		if isGitDirRoot(r) {
+		if r.Dir && isGitDirRoot(r) {
 			for _, a := range append([]string{r.Path}, ancestorsIn(r.Path, writableRoots(in))...) {
 				unlink = append(unlink, "(literal "+p.q(a)+")")
 			}
-			continue
 		}
-		root := "^" + regexQuote(r.Path)
-		if r.Path == "/" {
-			root = "^"
-		}
-		re := "(regex " + p.q(root+"(/.*)?/"+caseless(".git")+"$") + ")"
+	}
+	for _, root := range dirAreas(in) {
+		dotGit := rootRE(root) + "(/.*)?/" + caseless(".git")
+		re := "(regex " + p.q(dotGit+"$") + ")"
+		entries = append(entries, "(regex "+p.q(dotGit+gitEntries())+")")
+		create = append(create, re)
 		unlink = append(unlink, re)
 		p.form("deny", "file-write*", "(require-all "+re+" (require-not (vnode-type DIRECTORY)))")
 	}
+	p.form("deny", "file-write*", entries...)
+	p.form("deny", "file-write-create", create...)
 	p.form("deny", "file-write-unlink", dedupeStrings(unlink)...)
+}
+
+// dirAreas are the directories the profile lets the command write in,
+// but the git directories outside the workspace (which have rules of
+// their own): the writable roots that are directories, the toolchain
+// caches, the run's temporary and cache folders.
+func dirAreas(in ProfileInput) []string {
+	var out []string
+	for _, r := range append(slices.Clone(in.FS.Writable), in.FS.Caches...) {
+		if r.Dir && !isGitDirRoot(r) {
+			out = append(out, r.Path)
+		}
+	}
+	for _, d := range []string{in.TmpDir, in.UserCacheDir} {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return dedupeStrings(out)
+}
+
+// rootRE is the regex of root's path from the start of the path.
+func rootRE(root string) string {
+	if root == "/" {
+		return "^"
+	}
+	return "^" + regexQuote(root)
 }
 
 // readDeniedIn returns the denyRead paths that lie in a writable root: they
@@ -338,7 +412,8 @@ func readDeniedIn(deny []fsrules.Path, roots []string) []fsrules.Path {
 
 // moveBlocks returns the filters of what cannot be unlinked (removed or
 // renamed), so that "mv .env x; cat x" or "mv vendor v; edit v/…; mv v
-// vendor" fail: every denyRead and denyWrite path inside a writable root,
+// vendor" fail: every directory the command may write in (dirAreas), every
+// denyRead and denyWrite path inside a writable root,
 // and its ancestors inside one; for a denyWrite pattern, the directory
 // before its first wildcard and that directory's ancestors (as srt does).
 func (p *profile) moveBlocks(in ProfileInput, roots []string, home []homePath) []string {
@@ -352,6 +427,12 @@ func (p *profile) moveBlocks(in ProfileInput, roots []string, home []homePath) [
 		for _, a := range ancestorsIn(path, roots) {
 			out = append(out, "(literal "+p.q(a)+")")
 		}
+	}
+	// The writable directories themselves: moved away (to be edited where
+	// no name rule holds, or for a link to another tree in their place),
+	// they would come back, or be replaced, with whatever they hold.
+	for _, r := range dirAreas(in) {
+		out = append(out, "(literal "+p.q(r)+")")
 	}
 	for _, d := range append(readDeniedIn(in.FS.DenyRead, roots), in.FS.DenyWrite...) {
 		add(d.Path, d.Dir)
@@ -509,16 +590,44 @@ func subpaths(paths []fsrules.Path) [][2]string {
 	return out
 }
 
+// denyWrites adds the denyWrite rules (and the read-denied paths inside
+// a writable root, which cannot be written either), in either case: a
+// path that does not exist yet is created under the name the command
+// gives, and on a case-insensitive volume proj/NEW is proj/new.
+func (p *profile) denyWrites(in ProfileInput, roots []string) {
+	var deny [][2]string
+	for _, d := range append(slices.Clone(in.FS.DenyWrite), readDeniedIn(in.FS.DenyRead, roots)...) {
+		end := "$"
+		if d.Dir {
+			end = "(/.*)?$"
+		}
+		deny = append(deny, [2]string{"regex", "^" + caseless(d.Path) + end})
+	}
+	p.rule("deny", "file-write*", deny)
+	var globs [][2]string
+	for _, g := range in.FS.DenyWriteGlobs {
+		globs = append(globs, [2]string{"regex", globRegex(g.Path)})
+		// The literal name too (secret[1].txt), existing or not, for a
+		// pattern without * (names hold [ ] ? { } far more often) that
+		// does not escape its wildcards (then the regex is the literal).
+		if !strings.ContainsAny(g.Path, `*\`) {
+			globs = append(globs, [2]string{"regex", "^" + caseless(g.Path) + "(/.*)?$"})
+		}
+	}
+	p.rule("deny", "file-write*", globs)
+}
+
 // Profile renders the policy as a Seatbelt profile. Later rules win over
 // earlier ones, so the order is: deny everything; allow process basics;
-// reads everywhere, minus denyRead, plus allowRead; writes to the writable
-// roots, the private TMPDIR and a few devices, minus denyWrite and the
-// protected names at any depth (regex rules cover names that do not exist
-// yet), minus git's hooks and config in every git directory (a new
-// repository cannot be created: git init writes them) and renames of .git,
-// plus exact allowWrite of a protected path, minus renames of denied paths;
-// network only to the proxy's localhost port, and Unix sockets in the
-// private TMPDIR and at the allowed paths.
+// reads everywhere, minus denyRead, plus allowRead, minus other terminals;
+// writes to the writable roots, the private TMPDIR and a few devices,
+// minus denyWrite and the protected names at any depth (regex rules cover
+// names that do not exist yet), minus git's hooks and config in every git
+// directory and the making or renaming of any .git, plus exact allowWrite
+// of a protected path, minus denyWrite again, minus renames of the
+// writable directories and of denied paths; network only to the proxy's
+// localhost port, and Unix sockets in the private TMPDIR and at the
+// allowed paths.
 func Profile(in ProfileInput) (string, error) {
 	if in.FS == nil {
 		return "", errors.New("darwin: no filesystem policy")
@@ -583,10 +692,15 @@ func Profile(in ProfileInput) (string, error) {
 	}
 	p.rule("allow", "mach-lookup", mach)
 
-	p.comment("reads: everywhere, minus denyRead, plus allowRead")
+	p.comment("reads: everywhere, minus denyRead, plus allowRead; never another terminal's input")
 	p.raw("(allow file-read*)")
 	p.rule("deny", "file-read*", subpaths(in.FS.DenyRead))
 	p.rule("allow", "file-read*", subpaths(in.FS.AllowRead))
+	// The user's other terminals are theirs to read (mode 0620): opened
+	// here, a read would take the keys typed there (a password at a sudo
+	// prompt). The command's own terminal comes as its descriptors; a pty
+	// it made carries the extension.
+	p.form("deny", "file-read*", `(require-all (regex "^/dev/ttys[0-9]+$") (require-not (extension "com.apple.sandbox.pty")))`)
 
 	p.comment("writes: the writable roots and the run's private temporary and cache folders only")
 	var w [][2]string
@@ -612,28 +726,14 @@ func Profile(in ProfileInput) (string, error) {
 	}
 	p.rule("allow", "file-ioctl", append(ioctl, [2]string{"regex", "^/dev/ttys[0-9]+$"}))
 	roots := writableRoots(in)
-	p.rule("deny", "file-write*", subpaths(append(slices.Clone(in.FS.DenyWrite), readDeniedIn(in.FS.DenyRead, roots)...)))
-	var globs [][2]string
-	for _, g := range in.FS.DenyWriteGlobs {
-		globs = append(globs, [2]string{"regex", globRegex(g.Path)})
-		// The literal name too (secret[1].txt), existing or not, for a
-		// pattern without * (names hold [ ] ? { } far more often) that
-		// does not escape its wildcards (then the regex is the literal).
-		if !strings.ContainsAny(g.Path, `*\`) {
-			globs = append(globs, [2]string{"subpath", g.Path})
-		}
-	}
-	p.rule("deny", "file-write*", globs)
+	p.denyWrites(in, roots)
 	p.comment("protected names, at any depth of every writable root, existing or not")
 	var prot, gitRoots [][2]string
 	for _, r := range in.FS.Writable {
 		if !r.Dir {
 			continue
 		}
-		root := "^" + regexQuote(r.Path)
-		if r.Path == "/" {
-			root = "^"
-		}
+		root := rootRE(r.Path)
 		if isGitDirRoot(r) {
 			// The workspace's git directory outside it: its own hooks and
 			// config, not a .git below it.
@@ -647,8 +747,7 @@ func Profile(in ProfileInput) (string, error) {
 		for _, n := range fsrules.ProtectedDirs() {
 			prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(n) + "(/.*)?$"})
 		}
-		prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(".config/git") + "(/.*)?$"},
-			[2]string{"regex", root + "(/.*)?/" + caseless(".git") + gitEntries()})
+		prot = append(prot, [2]string{"regex", root + "(/.*)?/" + caseless(".config/git") + "(/.*)?$"})
 	}
 	p.rule("deny", "file-write*", prot)
 	p.comment("git: hooks, config and what sends git elsewhere, in every git directory; .git itself")
@@ -682,6 +781,12 @@ func Profile(in ProfileInput) (string, error) {
 		exact = append(exact, [2]string{"subpath", e})
 	}
 	p.rule("allow", "file-write*", exact)
+	if len(exact) > 0 {
+		// denyWrite wins over allowWrite, as fsrules' check has it: an
+		// exact allowWrite of .vscode leaves a denyWrite of
+		// .vscode/tasks.json in force.
+		p.denyWrites(in, roots)
+	}
 	var named [][2]string
 	for _, n := range in.FS.Named {
 		for _, e := range n.Entries {

@@ -95,11 +95,14 @@ func TestProfileMapping(t *testing.T) {
 		`(deny file-read*` + "\n" + `  (subpath "/Users/dev/.ssh")`,
 		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
 		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/zz/T/sbx-run-1")`, `(subpath "/private/var/folders/xy/zz/C/sbx-run-1")`, `(literal "/Users/dev/notes.txt")`,
-		`(deny file-write*` + "\n" + `  (subpath "/Users/dev/proj/vendor")` + "\n" + `  (literal "/Users/dev/proj/new")` + "\n" + `  (literal "/Users/dev/proj/.env"))`,
-		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj/.env")` + "\n" + `  (literal "/Users/dev/proj")`,
+		`(deny file-write*` + "\n" + `  (regex "^` + caseless("/Users/dev/proj/vendor") + `(/.*)?$")` + "\n" +
+			`  (regex "^` + caseless("/Users/dev/proj/new") + `$")` + "\n" + `  (regex "^` + strings.ReplaceAll(caseless("/Users/dev/proj/.env"), `\`, `\\`) + `$"))`,
+		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj")` + "\n" + `  (literal "/Users/dev/.cache/go")` + "\n" +
+			`  (literal "/private/var/folders/xy/zz/T/sbx-run-1")` + "\n" + `  (literal "/private/var/folders/xy/zz/C/sbx-run-1")` + "\n" +
+			`  (literal "/Users/dev/proj/.env")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
 		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
+		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/(.*/)?([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
 		`(allow file-write*` + "\n" + `  (subpath "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
@@ -259,7 +262,7 @@ func TestGitProtection(t *testing.T) {
 			{mod, m + "/worktrees/wt/index", ""}, {mod, m + "/worktrees/wt/HEAD", ""}, {cr, m + "/worktrees/wt/index.lock", ""},
 			{ul, m + "/worktrees/wt/index.lock", ""}, {mod, m + "/packed-refs", ""},
 			{cr, w + "/src/main.go", ""}, {ul, w + "/src/main.go", ""},
-			{cr, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.git/objects/ab/cd", ""}, {mod, w + "/sub/.git/HEAD", ""},
+			{cr, w + "/sub/.git/objects/ab/cd", ""}, {mod, w + "/sub/.git/HEAD", ""},
 			{cr, w + "/gitdir", ""}, {cr, w + "/hooks/useThing.ts", ""}, {mod, w + "/config", ""},
 		}, []access{
 			{cr, m + "/hooks/pre-commit", ""}, {mod, m + "/hooks/pre-commit", ""}, {ul, m + "/hooks", "DIRECTORY"},
@@ -269,12 +272,84 @@ func TestGitProtection(t *testing.T) {
 			{cr, m + "/modules/lib/hooks/post-checkout", ""}, {mod, m + "/modules/lib/config", ""}, {mod, m + "/modules/vendor/x/config", ""},
 			{ul, m + "/worktrees/wt", "DIRECTORY"}, {ul, m + "/worktrees", "DIRECTORY"},
 			{mod, w + "/.git", ""}, {ul, w + "/.git", ""}, {cr, w + "/sub/.git", ""}, {cr, w + "/sub/.git", "SYMLINK"},
-			{ul, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.GIT", ""},
+			{ul, w + "/sub/.git", "DIRECTORY"}, {cr, w + "/sub/.GIT", ""}, {cr, w + "/sub/.git", "DIRECTORY"},
+			{cr, m + "/q/config", ""}, {cr, m + "/q/hooks/post-checkout", ""}, {mod, m + "/modules/lib/q/config", ""},
 			{cr, w + "/sub/.git/hooks/pre-commit", ""}, {mod, w + "/sub/.git/config", ""}, {cr, w + "/sub/.Git/Config", ""},
 			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
 			{cr, w + "/.config/git/config", ""},
 		})
 	}
+}
+
+// A rename carries a directory's content past the rules on names: no
+// repository can be made where the command writes and moved into the
+// workspace, no git directory moved about inside .git to be edited, and
+// no writable directory moved away to be edited elsewhere or swapped for
+// a link (red-team finding: each step below was allowed). Ordinary
+// renames and removals stay allowed.
+func TestRenamesCarryNothingPastTheRules(t *testing.T) {
+	in := everyKey()
+	in.FS.Caches = []fsrules.Path{{Path: "/Users/dev/.cache/sbx/projects/proj-1", Exists: true, Dir: true}}
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w, tmp = "/Users/dev/proj", "/private/var/folders/xy/zz/T/sbx-run-1"
+	const cache, ucache = "/Users/dev/.cache/sbx/projects/proj-1", "/private/var/folders/xy/zz/C/sbx-run-1"
+	mod, cr, ul, d := "file-write-data", "file-write-create", "file-write-unlink", "DIRECTORY"
+	checkAccess(t, prof, []access{
+		{ul, w + "/src", d}, {cr, w + "/src2", d}, {ul, tmp + "/build", d}, {cr, tmp + "/x/HEAD", ""},
+		{cr, cache + "/vcs/0a1b/config", ""}, {cr, cache + "/vcs/0a1b/hooks/README.sample", ""},
+		{mod, w + "/.git/refs/heads/main", ""}, {cr, w + "/.git/objects/ab/cd", ""},
+	}, []access{
+		// mv proj $TMPDIR/p; edit p/.git/config; mv p proj (or ln -s elsewhere proj)
+		{ul, w, d}, {ul, tmp, d}, {ul, ucache, d}, {ul, cache, d}, {ul, "/Users/dev/.cache/go", d},
+		// git init $TMPDIR/x; configure it; mv $TMPDIR/x proj/tools
+		{cr, tmp + "/x/.git", d}, {cr, tmp + "/x/.git/config", ""}, {cr, ucache + "/x/.git", d},
+		{cr, cache + "/x/.git", d}, {cr, cache + "/x/.git/hooks/pre-commit", ""},
+		// a bare layout under another name, renamed to .git
+		{cr, w + "/sub/.git", d}, {cr, w + "/.GIT", d},
+		// mv .git/modules/sub .git/q; edit q/config; mv back
+		{mod, w + "/.git/q/config", ""}, {cr, w + "/.git/q/hooks/post-merge", ""}, {mod, w + "/.git/x/y/config.worktree", ""},
+	})
+}
+
+// denyWrite holds over an exact allowWrite of the directory above it, as
+// fsrules decides on Linux; denyWrite paths and patterns hold in either
+// case for names that do not exist yet.
+func TestDenyWriteWinsInEitherCase(t *testing.T) {
+	in := everyKey()
+	in.FS.ExactAllow = []string{"/Users/dev/proj/.vscode"}
+	in.FS.DenyWrite = append(in.FS.DenyWrite, fsrules.Path{Path: "/Users/dev/proj/.vscode/tasks.json", Origin: "t"})
+	in.FS.DenyWriteGlobs = append(in.FS.DenyWriteGlobs, fsrules.Path{Path: "/Users/dev/proj/keys/[a-c]*.pem", Origin: "t"})
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = "/Users/dev/proj"
+	cr := "file-write-create"
+	checkAccess(t, prof, []access{
+		{cr, w + "/.vscode/settings.json", ""}, {cr, w + "/keys/d.pem", ""}, {cr, w + "/renew", ""},
+	}, []access{
+		{cr, w + "/.vscode/tasks.json", ""}, {cr, w + "/.VSCode/Tasks.JSON", ""},
+		{cr, w + "/NEW", ""}, {cr, w + "/New", "DIRECTORY"}, {cr, w + "/Vendor/a.go", ""}, {cr, w + "/sub/.ENV", ""},
+		{cr, w + "/keys/B1.PEM", ""}, {cr, w + "/KEYS/a.pem", ""},
+	})
+}
+
+// Another terminal of the user cannot be opened to read what is typed
+// there; the command's own terminal (/dev/tty, its descriptors) and the
+// devices it needs stay.
+func TestOtherTerminalsUnreadable(t *testing.T) {
+	prof, err := Profile(everyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := "file-read-data"
+	checkAccess(t, prof, []access{{rd, "/dev/tty", "CHARACTER-DEVICE"}, {rd, "/dev/urandom", "CHARACTER-DEVICE"},
+		{rd, "/dev/ttysx", ""}},
+		[]access{{rd, "/dev/ttys005", "CHARACTER-DEVICE"}, {rd, "/dev/ttys000", "CHARACTER-DEVICE"},
+			{"file-write-data", "/dev/ttys005", "CHARACTER-DEVICE"}})
 }
 
 func denyMoves() ProfileInput {
@@ -501,6 +576,20 @@ func TestCaseless(t *testing.T) {
 	}
 	if re.MatchString("xvscode") {
 		t.Error("the dot is a wildcard")
+	}
+	// Other characters stand for themselves, and stay UTF-8 (a byte of
+	// one was once folded as a Latin-1 letter, and the profile refused).
+	re = regexp.MustCompile("^" + caseless("/Users/dev/café/Ünï") + "$")
+	for _, n := range []string{"/Users/dev/café/Ünï", "/USERS/DEV/CAFé/Ünï"} {
+		if !re.MatchString(n) {
+			t.Errorf("%s not matched", n)
+		}
+	}
+	in := everyKey()
+	in.FS.Named = append(in.FS.Named, fsrules.Named{List: "denyRead", Path: "/Users/dev/proj/café", Entries: []string{"/Users/dev/proj/café"}})
+	in.FS.DenyWrite = append(in.FS.DenyWrite, fsrules.Path{Path: "/Users/dev/proj/naïve", Origin: "t"})
+	if _, err := Profile(in); err != nil {
+		t.Errorf("a workspace path with non-ASCII letters: %v", err)
 	}
 }
 

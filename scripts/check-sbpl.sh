@@ -64,6 +64,17 @@ mkdir -p vendor && echo orig > vendor/a
 check ".env not moved" '[ -e .env ] && [ ! -e x ]'
 check "read-denied content not shown (mv, ln)" '! grep -q SECRET-VALUE moves.out'
 check "write-denied directory not renamed" '[ "$(cat vendor/a)" = orig ] && [ ! -e v ]'
+# A rename carries nothing past the name rules: no repository is made in
+# TMPDIR and moved in, the workspace is not moved away and back, a module's
+# git directory moved inside .git keeps its config read-only; another
+# terminal of the user cannot be read.
+(cd "$wt" && "$sbx" run --mode bypassPermissions -c 'git init -q "$TMPDIR/r"; mkdir -p "$TMPDIR/r/.git"; mv "$TMPDIR/r" tools;
+  mkdir -p b/objects b/refs; echo "ref: refs/heads/main" > b/HEAD; mv b sub2/.git 2>/dev/null || mv b .git-b;
+  ws=$PWD; mv "$ws" "$TMPDIR/p" && mv "$TMPDIR/p" "$ws"; cat /dev/ttys000 </dev/null >/dev/null && echo tty-read; true' > renames.out 2>&1) || true
+check "no repository moved in from TMPDIR" '[ ! -e "$wt/tools/.git" ]'
+check "no .git made by a rename" '[ ! -e "$wt/sub2/.git" ]'
+check "workspace not moved" '[ -e "$wt/.git" ]'
+check "another terminal not readable" '! grep -q tty-read renames.out'
 # Interactive: with a terminal on stdin the command's group is the
 # foreground one, so a pager and stty work (in a background group they stop
 # on SIGTTIN/SIGTTOU until --timeout kills them).
