@@ -24,6 +24,11 @@ func TestGlobRegex(t *testing.T) {
 		// Either case: APFS folds it, and a new name is matched as written.
 		{"/w/[a-c]x.PEM", []string{"/w/Bx.pem", "/W/bX.Pem"}, []string{"/w/dx.pem", "/w/Dx.pem"}},
 		{"/w/[!a]x", []string{"/w/bX"}, []string{"/w/AX"}},
+		// A comma is an alternative only inside real braces: an escaped
+		// brace once counted, making the rest of the pattern a second,
+		// unanchored alternative.
+		{`/w/\{,x`, []string{"/w/{,x"}, []string{"/w/ax", "/other/x"}},
+		{"/w/[{],x", []string{"/w/{,x"}, []string{"/w/ax", "/q/x"}},
 	}
 	for _, tt := range tests {
 		re := regexp.MustCompile("(?s)" + globRegex(tt.glob))

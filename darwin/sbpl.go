@@ -150,6 +150,7 @@ func regexQuote(s string) string {
 func globRegex(glob string) string {
 	var b strings.Builder
 	b.WriteByte('^')
+	depth := 0 // open {…} alternatives: only there is a comma one
 	for i := 0; i < len(glob); i++ {
 		switch c := glob[i]; {
 		case strings.HasPrefix(glob[i:], "/**") && (i+3 == len(glob) || glob[i+3] == '/'):
@@ -163,10 +164,12 @@ func globRegex(glob string) string {
 		case c == '?':
 			b.WriteString("[^/]")
 		case c == '{':
+			depth++
 			b.WriteByte('(')
-		case c == '}':
+		case c == '}' && depth > 0:
+			depth--
 			b.WriteByte(')')
-		case c == ',' && strings.Count(glob[:i], "{") > strings.Count(glob[:i], "}"):
+		case c == ',' && depth > 0:
 			b.WriteByte('|')
 		case c == '[':
 			j := strings.IndexByte(glob[i+1:], ']')
@@ -186,6 +189,9 @@ func globRegex(glob string) string {
 		default:
 			b.WriteString(caseless(glob[i : i+1]))
 		}
+	}
+	for ; depth > 0; depth-- {
+		b.WriteByte(')') // an unclosed brace: doublestar refuses the pattern
 	}
 	b.WriteString("(/.*)?$")
 	return b.String()
@@ -648,6 +654,11 @@ func Profile(in ProfileInput) (string, error) {
 	}
 	p.comment("processes: run, fork, and signal only within the sandbox")
 	p.raw("(allow process-exec)")
+	// sudo with a ticket still valid from the user's terminal (the command
+	// shares its session) would run as root here: reads of what only root
+	// may read. Set-user-ID programs are refused on Linux too (no new
+	// privileges).
+	p.form("deny", "process-exec", `(literal "/usr/bin/sudo")`)
 	p.raw("(allow process-fork)")
 	p.raw("(allow signal (target same-sandbox))")
 	p.raw("(allow process-info* (target same-sandbox))")

@@ -345,6 +345,8 @@ func TestOtherTerminalsUnreadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And no sudo riding a ticket of the user's terminal.
+	checkAccess(t, prof, []access{{"process-exec", "/usr/bin/git", ""}}, []access{{"process-exec", "/usr/bin/sudo", ""}})
 	rd := "file-read-data"
 	checkAccess(t, prof, []access{{rd, "/dev/tty", "CHARACTER-DEVICE"}, {rd, "/dev/urandom", "CHARACTER-DEVICE"},
 		{rd, "/dev/ttysx", ""}},
