@@ -20,6 +20,7 @@ package fsrules
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -70,9 +71,14 @@ type Host struct {
 	// Lstat describes a path; nil means os.Lstat.
 	Lstat func(string) (fs.FileInfo, error)
 	// Glob expands a deny pattern containing wildcards; nil means
-	// doublestar.FilepathGlob.
+	// doublestar.FilepathGlob without following links (two links to ".."
+	// a command left in the workspace made a ** pattern's walk grow
+	// exponentially, every later call's compile with it; what a link
+	// leads to is reached by its own path, which the pattern does not
+	// name).
 	Glob func(pattern string) ([]string, error)
-	// ReadFile reads a small file (a .git pointer); nil means os.ReadFile.
+	// ReadFile reads a small file (a .git pointer, a git config); nil
+	// means ReadRegular.
 	ReadFile func(string) ([]byte, error)
 	// ReadDir lists a directory (the home's, for links); nil means
 	// os.ReadDir.
@@ -182,7 +188,38 @@ func (h *Host) readFile(p string) ([]byte, error) {
 	if h.ReadFile != nil {
 		return h.ReadFile(p)
 	}
-	return os.ReadFile(p)
+	return ReadRegular(p)
+}
+
+// MaxSmallFile bounds what ReadRegular reads.
+const MaxSmallFile = 16 << 20
+
+// ErrNotRegular is a file ReadRegular refuses: a FIFO, socket or device.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadRegular reads p, a file a sandboxed command may have made (a git
+// config, a .git pointer, a HEAD), following links: opened without
+// waiting (a FIFO's open would block until a writer came, and with it the
+// policy's compile and the merge), refused unless it is a regular file,
+// and at most MaxSmallFile bytes.
+func ReadRegular(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: ErrNotRegular}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSmallFile+1))
+	if err == nil && len(data) > MaxSmallFile {
+		err = &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("larger than %d bytes", MaxSmallFile)}
+	}
+	return data, err
 }
 
 func (h *Host) readDir(p string) ([]fs.DirEntry, error) {
@@ -203,7 +240,7 @@ func (h *Host) glob(p string) ([]string, error) {
 	if h.Glob != nil {
 		return h.Glob(p)
 	}
-	return doublestar.FilepathGlob(p)
+	return doublestar.FilepathGlob(p, doublestar.WithNoFollow())
 }
 
 // Anchor turns a settings pattern into an absolute, clean path (symlinks not

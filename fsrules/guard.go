@@ -52,8 +52,9 @@ type Change struct {
 	// RepoLinks are what the repositories nested in the writable root
 	// around Path point git at ([RepoLinks]), as the merge found them.
 	RepoLinks []Path
-	// Link: the new entry is a symbolic link.
-	Link bool
+	// Link: the new entry is a symbolic link. Special: it is none of a
+	// regular file, a directory and a link (a FIFO, a socket).
+	Link, Special bool
 }
 
 // Refusal is a change the policy does not let reach the host.
@@ -137,6 +138,9 @@ func (p *Policy) Check(c *Change) *Refusal {
 	rel := strings.TrimPrefix(c.Path, c.Git+"/")
 	if c.Link && c.Kind != Delete {
 		return refuse("git", "a symbolic link in a git directory: git on the host follows it (a reflog linked to ~/.bashrc)")
+	}
+	if c.Special && c.Kind != Delete {
+		return refuse("git", "a FIFO or socket in a git directory: git on the host (and sbx reading its config) would wait on it for good")
 	}
 	if rel == "HEAD" && c.Kind != Delete && c.GitHolds != "" {
 		return refuse("git", "this HEAD makes "+c.Git+" a git directory, and it holds "+c.GitHolds+", which git on the host would run or follow")

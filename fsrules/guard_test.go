@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCheck(t *testing.T) {
@@ -679,4 +681,73 @@ func TestGitLinksOfALinkedWorktree(t *testing.T) {
 		{Change{Path: filepath.Join(wt, ".githooks/pre-commit"), Kind: Create}, "git"},
 		{Change{Path: filepath.Join(wt, "src.go"), Kind: Create}, ""},
 	})
+}
+
+// A FIFO a command left where sbx reads git's files (a submodule's
+// config, a .git pointer) is refused at once: opening it used to wait
+// for a writer, and every later run's policy compile with it.
+func TestReadRegularRefusesAFIFO(t *testing.T) {
+	ws := realTempDir(t)
+	write := func(p, data string) {
+		t.Helper()
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".git/HEAD", "ref: refs/heads/main\n")
+	write(".git/objects/.keep", "")
+	write(".git/config", "[core]\n\tbare = false\n")
+	write(".git/modules/x/HEAD", "ref: refs/heads/main\n")
+	for _, p := range []string{".git/modules/x/config", "sub/.git"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755)
+		if err := syscall.Mkfifo(filepath.Join(ws, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ReadRegular(filepath.Join(ws, "sub/.git")); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadRegular of a FIFO: %v, want ErrNotRegular", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Compile(Input{Workspace: ws}, Host{Home: realTempDir(t)})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the compile still waits on a FIFO after 30 s")
+	}
+}
+
+// A deny pattern with ** is expanded without following links: two links
+// to ".." a command left made the walk grow exponentially.
+func TestGlobDoesNotFollowLinks(t *testing.T) {
+	ws, home := realTempDir(t), realTempDir(t)
+	os.MkdirAll(filepath.Join(ws, "loop"), 0o755)
+	for _, n := range []string{"a", "b"} {
+		if err := os.Symlink("..", filepath.Join(ws, "loop", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(ws, "loop", ".env"), []byte("x"), 0o600)
+	done := make(chan *Policy, 1)
+	go func() {
+		pol, err := Compile(Input{Workspace: ws, DenyRead: []Rule{{Pattern: "**/.env", BaseDir: ws, Origin: "t"}}}, Host{Home: home})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- pol
+	}()
+	select {
+	case pol := <-done:
+		if pol != nil && !slices.ContainsFunc(pol.DenyRead, func(p Path) bool { return p.Path == filepath.Join(ws, "loop", ".env") }) {
+			t.Errorf("loop/.env not denied: %v", pol.DenyRead)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the ** expansion still runs after 30 s")
+	}
 }

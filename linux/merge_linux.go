@@ -450,6 +450,7 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	}
 	c := s.change(kind, false)
 	c.Link = st.Mode&unix.S_IFMT == unix.S_IFLNK
+	c.Special = !c.Link && st.Mode&unix.S_IFMT != unix.S_IFREG
 	switch {
 	case name == "config" && s.git != "" && s.path == s.git+"/config":
 		c.OldConfig, c.NewConfig = readSmall(host, name), readSmall(up, name)

@@ -1124,3 +1124,40 @@ func TestListXattrsBothWays(t *testing.T) {
 		}
 	}
 }
+
+// A FIFO in a git directory is refused: git on the host, and sbx reading a
+// git config for the next policy, would wait on it for good (a red-team
+// pass hung every later run of the user on one, under the merge lock).
+func TestMergeRefusesAFIFOInAGitDirectory(t *testing.T) {
+	e := newMergeEnv(t)
+	write(t, filepath.Join(e.host, ".git/HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(e.host, ".git/config"), "[core]\n\tbare = false\n")
+	os.MkdirAll(filepath.Join(e.host, ".git/objects"), 0o755)
+	os.MkdirAll(filepath.Join(e.host, ".git/refs"), 0o755)
+	time.Sleep(20 * time.Millisecond)
+	start := coarseNow()
+	write(t, filepath.Join(e.upper, ".git/modules/x/HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(e.upper, "sub/.git/HEAD"), "ref: refs/heads/main\n")
+	os.MkdirAll(filepath.Join(e.upper, "sub/.git/objects"), 0o755)
+	os.MkdirAll(filepath.Join(e.upper, "sub/.git/refs"), 0o755)
+	fifos := []string{".git/modules/x/config", ".git/index", "sub/.git/config", "plain/fifo"}
+	for _, f := range fifos {
+		os.MkdirAll(filepath.Dir(filepath.Join(e.upper, f)), 0o755)
+		if err := unix.Mkfifo(filepath.Join(e.upper, f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil)
+	for _, f := range fifos[:3] {
+		if _, err := os.Lstat(filepath.Join(e.host, f)); err == nil {
+			t.Errorf("%s reached the host", f)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(e.host, "plain/fifo"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		t.Errorf("a FIFO outside git directories did not arrive: %v", err)
+	}
+	if len(rep.Refused) < 3 {
+		t.Errorf("refusals: %+v", rep.Refused)
+	}
+}
