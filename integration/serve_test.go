@@ -4,11 +4,13 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -231,4 +233,62 @@ func TestServeHidesDenyReadThatAppears(t *testing.T) {
 	}
 	in.Close()
 	cmd.Wait()
+}
+
+// A denyRead file the host replaces (a rename over it, as git
+// credential-store and editors do) detaches the sandbox's mount over it:
+// a warm sandbox launched before the replacement is not used (its path
+// would show the new file, real content and all), and a run during which
+// it happened says so. Before, the next serve call printed the new file.
+func TestReplacedDenyReadFile(t *testing.T) {
+	e := newEnv(t)
+	secret := filepath.Join(e.home, "secret.txt")
+	replace := func(content string) {
+		t.Helper()
+		os.WriteFile(secret+".new", []byte(content), 0o600)
+		if err := os.Rename(secret+".new", secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace("OLD-SECRET\n")
+	settings := fmt.Sprintf(`{"sandbox":{"filesystem":{"denyRead":[%q]}}}`, secret)
+	srv := e.startServe("--settings", settings)
+	const call = `{"type":"tool_use","id":"r%d","name":"Bash","input":{"command":"cat %s; echo done"}}`
+	fmt.Fprintf(srv.in, call+"\n", 1, secret)
+	if !srv.out.Scan() || strings.Contains(srv.out.Text(), "SECRET") {
+		t.Fatalf("first call: %q", srv.out.Text())
+	}
+	time.Sleep(500 * time.Millisecond) // the next sandbox launched
+	replace("NEW-SECRET\n")
+	fmt.Fprintf(srv.in, call+"\n", 2, secret)
+	if !srv.out.Scan() || strings.Contains(srv.out.Text(), "SECRET") || !strings.Contains(srv.out.Text(), "done") {
+		t.Errorf("the call after the host replaced the file: %q", srv.out.Text())
+	}
+	srv.in.Close()
+	srv.cmd.Wait()
+
+	// A cold run during which the file is replaced.
+	cmd := exec.Command(sbxBin, "run", "--settings", settings, "-c",
+		`echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; cat `+secret+` >/dev/null 2>&1; true`)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("no ready: %q", sc.Text())
+	}
+	replace("NEWER-SECRET\n")
+	e.write("go", "")
+	io.Copy(io.Discard, out)
+	cmd.Wait()
+	if !strings.Contains(stderr.String(), secret+" was replaced on the host during the run") {
+		t.Errorf("no warning of the replaced file: %q", stderr.String())
+	}
 }

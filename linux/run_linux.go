@@ -297,6 +297,7 @@ func (r *run) buildPlan() error {
 		StateDir:      realDir(r.e.StateDir),
 	}
 	r.plan = BuildPlan(in)
+	r.hidden = hiddenIDs(r.plan)
 	if r.budgetStage != "" && s.Limits.Soft(pipeline.LimitDisk) {
 		// A default budget the host cannot set up: the writes are staged
 		// on disk, /tmp stays bounded.
@@ -397,8 +398,11 @@ type run struct {
 	// when they run from exe.
 	inner *os.File
 	plan  []Op
-	rec   *record
-	res   *pipeline.Result
+	// hidden are the identities of the host paths the plan hides or masks
+	// when it was built (hiddenIDs).
+	hidden map[string]fileID
+	rec    *record
+	res    *pipeline.Result
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
@@ -970,6 +974,7 @@ func (r *run) finish(ctx context.Context, waitErr error, initRan bool, status in
 		status = *r.deadStatus
 	}
 	r.res.ExitCode = status
+	r.res.Warnings = append(r.res.Warnings, r.unhidden()...)
 	if r.cgWarn != "" {
 		r.res.Warnings = append(r.res.Warnings, r.cgWarn)
 	} else if r.cg != nil {

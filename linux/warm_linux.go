@@ -5,8 +5,10 @@ package linux
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -38,8 +40,9 @@ type warm struct {
 }
 
 // hostIDs records the device and inode of every host path r's sandbox
-// is built on: its writable roots (the overlays' lower layers) and the
-// sources of its binds (a Unix socket, a masked file).
+// is built on: its writable roots (the overlays' lower layers), the
+// sources of its binds (a Unix socket, a masked file) and the paths they
+// hide (see hiddenIDs).
 func hostIDs(r *run) map[string]fileID {
 	ids := map[string]fileID{}
 	for _, w := range r.spec.FS.Writable {
@@ -50,7 +53,39 @@ func hostIDs(r *run) map[string]fileID {
 			ids[op.Src] = statID(op.Src)
 		}
 	}
+	maps.Copy(ids, r.hidden)
 	return ids
+}
+
+// hiddenIDs records the identity of each host path the plan hides or
+// masks (a denyRead file or directory, a credential file shown with
+// placeholders). The kernel detaches a mount whose mount point another
+// mount namespace removes or renames over: when the host replaces such a
+// file (git credential-store, an editor's save, rm and create), the
+// sandbox's path shows the new file, real content and all, until the
+// sandbox ends. A warm sandbox with one of them replaced since its launch
+// is stale (not used); a run during which one was replaced says so.
+func hiddenIDs(plan []Op) map[string]fileID {
+	ids := map[string]fileID{}
+	for _, op := range plan {
+		if op.Kind == OpHide || op.Kind == OpROBind && op.Src != op.Dst {
+			ids[op.Dst] = statID(op.Dst)
+		}
+	}
+	return ids
+}
+
+// unhidden warns of every hidden path the host replaced since the plan
+// was built.
+func (r *run) unhidden() []string {
+	var out []string
+	for p, id := range r.hidden {
+		if statID(p) != id {
+			out = append(out, p+" was replaced on the host during the run: the sandbox may have seen its new content unmasked (the kernel detaches a mount whose mount point is replaced)")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // statID is p's identity (zero: it does not exist).
