@@ -237,6 +237,10 @@ func caseless(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
+		case c == 'k' || c == 'K':
+			b.WriteString("([kK]|\u212a)") // KELVIN SIGN: APFS decomposes it to K
+		case c == 's' || c == 'S':
+			b.WriteString("([sS]|\u017f)") // LONG S: it case-folds to s
 		case 'a' <= c && c <= 'z':
 			b.WriteString("[" + string(rune(c)) + string(rune(c-'a'+'A')) + "]")
 		case 'A' <= c && c <= 'Z':
@@ -356,25 +360,65 @@ func gitEntries() string {
 // workspace, and their parents inside a writable root, cannot be
 // renamed.
 func (p *profile) gitLinks(in ProfileInput) {
-	var unlink, create, entries []string
+	var unlink, create, entries, gitDirs []string
+	areas := dirAreas(in)
 	for _, r := range in.FS.Writable {
 		if r.Dir && isGitDirRoot(r) {
 			for _, a := range append([]string{r.Path}, ancestorsIn(r.Path, writableRoots(in))...) {
 				unlink = append(unlink, "(literal "+p.q(a)+")")
 			}
+			areas = append(areas, r.Path)
+			gitDirs = append(gitDirs, rootRE(r.Path))
 		}
 	}
-	for _, root := range dirAreas(in) {
+	for _, root := range areas {
 		dotGit := rootRE(root) + "(/.*)?/" + caseless(".git")
 		re := "(regex " + p.q(dotGit+"$") + ")"
 		entries = append(entries, "(regex "+p.q(dotGit+gitEntries())+")")
 		create = append(create, re)
 		unlink = append(unlink, re)
+		gitDirs = append(gitDirs, dotGit)
 		p.form("deny", "file-write*", "(require-all "+re+" (require-not (vnode-type DIRECTORY)))")
 	}
+	p.gitDirMoves(gitDirs)
 	p.form("deny", "file-write*", entries...)
 	p.form("deny", "file-write-create", create...)
 	p.form("deny", "file-write-unlink", dedupeStrings(unlink)...)
+}
+
+// gitData are the directories of a git directory that git makes and
+// removes as it works (objects' fan-out, refs, logs, a rebase's state …).
+var gitData = []string{"objects", "refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "lfs", "info", "branches"}
+
+// gitDirMoves keeps the git directories nested in each git directory (the
+// regexes of gitDirs) where they are: a directory under modules/ or
+// worktrees/ (a submodule's or a linked worktree's git directory), and
+// objects and objects/info (where alternates live), cannot be made,
+// removed or renamed, so none is moved out of .git, edited where no name
+// rule holds and moved back, nor filled elsewhere and renamed in. Git's
+// own data directories inside them stay free, and the entries rule that
+// follows denies hooks and config again.
+func (p *profile) gitDirMoves(gitDirs []string) {
+	var deny, allow, again []string
+	for _, g := range gitDirs {
+		nested := g + "/(.*/)?(" + caseless("modules") + "|" + caseless("worktrees") + ")"
+		var data []string
+		for _, d := range gitData {
+			data = append(data, caseless(d))
+		}
+		deny = append(deny, "(regex "+p.q(nested+"(/.*)?$")+")")
+		allow = append(allow, "(regex "+p.q(nested+"/.+/("+strings.Join(data, "|")+")(/.*)?$")+")")
+		again = append(again, "(regex "+p.q(g+"/(.*/)?"+caseless("objects")+"(/"+caseless("info")+")?$")+")")
+	}
+	if len(gitDirs) == 0 {
+		return
+	}
+	dirs := func(res []string) string {
+		return "(require-all (vnode-type DIRECTORY) (require-any " + strings.Join(res, " ") + "))"
+	}
+	p.form("deny", "file-write-create file-write-unlink", dirs(deny))
+	p.form("allow", "file-write-create file-write-unlink", dirs(allow))
+	p.form("deny", "file-write-create file-write-unlink", dirs(again))
 }
 
 // dirAreas are the directories the profile lets the command write in,
@@ -596,6 +640,26 @@ func subpaths(paths []fsrules.Path) [][2]string {
 	return out
 }
 
+// heads denies a file named HEAD in the writable roots but in a .git:
+// with one (and objects and refs, which nothing keeps out), a directory
+// is a bare repository to git on the host, whose config the command
+// wrote, the workspace itself too once its .git is broken (a HEAD of
+// garbage). Emitted before denyWrite, which the .git allowance must not
+// re-open.
+func (p *profile) heads(in ProfileInput) {
+	var deny, allow []string
+	for _, r := range in.FS.Writable {
+		if !r.Dir || isGitDirRoot(r) {
+			continue
+		}
+		root := rootRE(r.Path)
+		deny = append(deny, "(regex "+p.q(root+"(/.*)?/"+caseless("HEAD")+"$")+")")
+		allow = append(allow, "(regex "+p.q(root+"(/.*)?/"+caseless(".git")+"/(.*/)?"+caseless("HEAD")+"$")+")")
+	}
+	p.form("deny", "file-write*", deny...)
+	p.form("allow", "file-write*", allow...)
+}
+
 // denyWrites adds the denyWrite rules (and the read-denied paths inside
 // a writable root, which cannot be written either), in either case: a
 // path that does not exist yet is created under the name the command
@@ -731,6 +795,7 @@ func Profile(in ProfileInput) (string, error) {
 		w = append(w, [2]string{"literal", d})
 	}
 	p.rule("allow", "file-write*", w)
+	p.heads(in)
 	var ioctl [][2]string
 	for _, d := range devIoctl {
 		ioctl = append(ioctl, [2]string{"literal", d})

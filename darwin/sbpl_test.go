@@ -89,6 +89,7 @@ func TestProfileMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	q := func(re string) string { return strings.ReplaceAll(re, `\`, `\\`) } // as Quote writes it
 	for _, want := range []string{
 		`(deny default)`,
 		`(allow file-read*)`,
@@ -96,13 +97,13 @@ func TestProfileMapping(t *testing.T) {
 		`(allow file-read*` + "\n" + `  (literal "/Users/dev/.ssh/known_hosts"))`,
 		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/zz/T/sbx-run-1")`, `(subpath "/private/var/folders/xy/zz/C/sbx-run-1")`, `(literal "/Users/dev/notes.txt")`,
 		`(deny file-write*` + "\n" + `  (regex "^` + caseless("/Users/dev/proj/vendor") + `(/.*)?$")` + "\n" +
-			`  (regex "^` + caseless("/Users/dev/proj/new") + `$")` + "\n" + `  (regex "^` + strings.ReplaceAll(caseless("/Users/dev/proj/.env"), `\`, `\\`) + `$"))`,
+			`  (regex "^` + caseless("/Users/dev/proj/new") + `$")` + "\n" + `  (regex "^` + q(caseless("/Users/dev/proj/.env")) + `$"))`,
 		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj")` + "\n" + `  (literal "/Users/dev/.cache/go")` + "\n" +
 			`  (literal "/private/var/folders/xy/zz/T/sbx-run-1")` + "\n" + `  (literal "/private/var/folders/xy/zz/C/sbx-run-1")` + "\n" +
 			`  (literal "/Users/dev/proj/.env")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.[bB][aA][sS][hH][rR][cC]$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.[vV][sS][cC][oO][dD][eE](/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/\\.[gG][iI][tT]/(.*/)?([hH][oO][oO][kK][sS](/.*)?|[cC][oO][nN][fF][iI][gG]|`,
+		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".bashrc")) + `$")`,
+		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".vscode")) + `(/.*)?$")`,
+		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".git")) + `/(.*/)?(` + q(caseless("hooks")) + `(/.*)?|[cC][oO][nN][fF][iI][gG]|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
 		`(allow file-write*` + "\n" + `  (subpath "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
@@ -277,6 +278,9 @@ func TestGitProtection(t *testing.T) {
 			{cr, w + "/sub/.git/hooks/pre-commit", ""}, {mod, w + "/sub/.git/config", ""}, {cr, w + "/sub/.Git/Config", ""},
 			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
 			{cr, w + "/.config/git/config", ""},
+			// the outside git directory: no .git made in it, no nested
+			// git directory moved about
+			{cr, m + "/x/.git", ""}, {cr, m + "/x/.git", "DIRECTORY"}, {cr, m + "/modules/new", "DIRECTORY"},
 		})
 	}
 }
@@ -301,6 +305,14 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		{ul, w + "/src", d}, {cr, w + "/src2", d}, {ul, tmp + "/build", d}, {cr, tmp + "/x/HEAD", ""},
 		{cr, cache + "/vcs/0a1b/config", ""}, {cr, cache + "/vcs/0a1b/hooks/README.sample", ""},
 		{mod, w + "/.git/refs/heads/main", ""}, {cr, w + "/.git/objects/ab/cd", ""},
+		// git's own directories, in a submodule's git directory too
+		{cr, w + "/.git/objects/ab", d}, {ul, w + "/.git/objects/ab", d}, {cr, w + "/.git/refs/heads/feat", d},
+		{cr, w + "/.git/modules/lib/objects/ab", d}, {cr, w + "/.git/modules/lib/refs/heads/feat", d},
+		{ul, w + "/.git/modules/lib/rebase-merge", d}, {cr, w + "/.git/modules/lib/index.lock", ""},
+		{cr, w + "/.git/modules/lib/FETCH_HEAD", ""}, {cr, w + "/.git/worktrees/wt/logs/refs", d},
+		// HEAD: git's, in a .git
+		{mod, w + "/.git/HEAD", ""}, {cr, w + "/.git/modules/lib/HEAD", ""}, {cr, w + "/.git/logs/HEAD", ""},
+		{cr, w + "/sub/.git/HEAD", ""},
 	}, []access{
 		// mv proj $TMPDIR/p; edit p/.git/config; mv p proj (or ln -s elsewhere proj)
 		{ul, w, d}, {ul, tmp, d}, {ul, ucache, d}, {ul, cache, d}, {ul, "/Users/dev/.cache/go", d},
@@ -311,6 +323,17 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		{cr, w + "/sub/.git", d}, {cr, w + "/.GIT", d},
 		// mv .git/modules/sub .git/q; edit q/config; mv back
 		{mod, w + "/.git/q/config", ""}, {cr, w + "/.git/q/hooks/post-merge", ""}, {mod, w + "/.git/x/y/config.worktree", ""},
+		// mv .git/modules/lib $TMPDIR/m; edit m/config; mv it back (or a
+		// filled directory in, or objects/info with alternates)
+		{ul, w + "/.git/modules/lib", d}, {cr, w + "/.git/modules/lib", d}, {cr, w + "/.git/modules/a/b", d},
+		{ul, w + "/.git/modules", d}, {ul, w + "/.git/worktrees/wt", d}, {cr, w + "/.git/worktrees/x", d},
+		{ul, w + "/.git/objects/info", d}, {cr, w + "/.git/objects", d}, {ul, w + "/.git/modules/lib/objects/info", d},
+		{cr, w + "/.git/modules/a/objects/b/hooks", d}, {cr, w + "/.git/modules/lib/info/hooks", d},
+		// a bare layout: a HEAD outside .git, the workspace's own top too
+		{cr, w + "/HEAD", ""}, {mod, w + "/HEAD", ""}, {cr, w + "/sub/head", ""}, {cr, w + "/sub/.GIT-x/HEAD", ""},
+		// names APFS takes for protected ones: KELVIN SIGN, LONG S
+		{cr, w + "/.hus\u212ay", d}, {cr, w + "/.v\u017fcode/tasks.json", ""}, {cr, w + "/.git/hoo\u212as/pre-commit", ""},
+		{cr, w + "/lefthoo\u212a.yml", ""}, {cr, w + "/.gitmodule\u017f", ""},
 	})
 }
 
