@@ -292,3 +292,35 @@ func TestReplacedDenyReadFile(t *testing.T) {
 		t.Errorf("no warning of the replaced file: %q", stderr.String())
 	}
 }
+
+// Once nobody reads serve's results (its stdout closed), it runs nothing
+// more: the result it could not write ends it. Before, the next call
+// still ran.
+func TestServeStopsWhenItsResultsCannotBeWritten(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "serve")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r.Close() // the reader is gone
+	const call = `{"type":"tool_use","id":"r%d","name":"Bash","input":{"command":"touch %s"}}` + "\n"
+	fmt.Fprintf(in, call, 1, "first")
+	fmt.Fprintf(in, call, 2, "second")
+	in.Close()
+	err = cmd.Wait()
+	if err == nil {
+		t.Error("serve exited 0 with its results unwritten")
+	}
+	assertAbsent(t, e.path("second"))
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -200,7 +201,10 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		if err := writeResult(w, res, t.output == "structured"); err != nil {
 			return exitSbxError, err
 		}
-		w.Flush()
+		if err := w.Flush(); err != nil {
+			// Nobody reads the results any more: run nothing else.
+			return exitSbxError, fmt.Errorf("writing a tool_result: %w", err)
+		}
 		if ctx.Err() != nil {
 			return 0, nil
 		}
