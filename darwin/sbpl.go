@@ -228,27 +228,95 @@ func foldClass(class string) string {
 	return class + string(extra)
 }
 
-// caseless is regexQuote(s) matching ASCII letters in either case. The
+// caseless is regexQuote(s) matching ASCII letters in either case, and
+// the other characters APFS's case folding takes for them: KELVIN SIGN
+// for k, LONG S for s, and the ligatures and sharp s that fold to two or
+// three letters (ﬁ is fi: .pnpm\ufb01le.cjs is .pnpmfile.cjs there). The
 // bytes of other characters stand for themselves (a byte taken for a
 // Latin-1 letter and folded would no longer be UTF-8, and the profile
-// would be refused).
+// would be refused). A sequence is split greedily, longest first, so an
+// overlapping one (sﬆ for sst) is not matched.
 func caseless(s string) string {
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == 'k' || c == 'K':
-			b.WriteString("([kK]|\u212a)") // KELVIN SIGN: APFS decomposes it to K
-		case c == 's' || c == 'S':
-			b.WriteString("([sS]|\u017f)") // LONG S: it case-folds to s
-		case 'a' <= c && c <= 'z':
-			b.WriteString("[" + string(rune(c)) + string(rune(c-'a'+'A')) + "]")
-		case 'A' <= c && c <= 'Z':
-			b.WriteString("[" + string(rune(c-'A'+'a')) + string(rune(c)) + "]")
-		default:
-			quoteByte(&b, c)
+	for i := 0; i < len(s); {
+		n, alt := foldSeq(s[i:])
+		if n == 0 {
+			b.WriteString(caselessByte(s[i]))
+			i++
+			continue
+		}
+		var seq strings.Builder
+		for j := 0; j < n; j++ {
+			seq.WriteString(caselessByte(s[i+j]))
+		}
+		b.WriteString("(" + seq.String() + "|" + strings.Join(alt, "|") + ")")
+		i += n
+	}
+	return b.String()
+}
+
+// folds are the sequences of ASCII letters that APFS's case folding also
+// finds in another character (longest first), with those characters, and
+// for the three-letter ones the mixed spellings.
+var folds = []struct {
+	seq string
+	alt []string
+}{
+	{"ffi", []string{"\ufb03", "\ufb00[iI]", "[fF]\ufb01"}},
+	{"ffl", []string{"\ufb04", "\ufb00[lL]", "[fF]\ufb02"}},
+	{"ff", []string{"\ufb00"}},
+	{"fi", []string{"\ufb01"}},
+	{"fl", []string{"\ufb02"}},
+	{"st", []string{"\ufb05", "\ufb06"}},
+	{"ss", []string{"\u00df", "\u1e9e"}},
+}
+
+// foldSeq returns the length of the fold sequence s starts with, and its
+// other spellings (0: none).
+func foldSeq(s string) (int, []string) {
+	for _, f := range folds {
+		if len(s) >= len(f.seq) && asciiEqualFold(s[:len(f.seq)], f.seq) {
+			return len(f.seq), f.alt
 		}
 	}
+	return 0, nil
+}
+
+// asciiEqualFold reports whether a and b are equal but for the case of
+// ASCII letters (strings.EqualFold would take KELVIN SIGN for k).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// caselessByte is one byte of caseless.
+func caselessByte(c byte) string {
+	switch {
+	case c == 'k' || c == 'K':
+		return "([kK]|\u212a)" // KELVIN SIGN: APFS decomposes it to K
+	case c == 's' || c == 'S':
+		return "([sS]|\u017f)" // LONG S: it case-folds to s
+	case 'a' <= c && c <= 'z':
+		return "[" + string(rune(c)) + string(rune(c-'a'+'A')) + "]"
+	case 'A' <= c && c <= 'Z':
+		return "[" + string(rune(c-'A'+'a')) + string(rune(c)) + "]"
+	}
+	var b strings.Builder
+	quoteByte(&b, c)
 	return b.String()
 }
 
@@ -386,32 +454,54 @@ func (p *profile) gitLinks(in ProfileInput) {
 	p.form("deny", "file-write-unlink", dedupeStrings(unlink)...)
 }
 
-// gitData are the directories of a git directory that git makes and
-// removes as it works (objects' fan-out, refs, logs, a rebase's state …).
-var gitData = []string{"objects", "refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "lfs", "info", "branches"}
+// gitData are the directories of a git directory that git keeps its data
+// in (below them it makes and removes directories as it works); gitState
+// are those it makes and removes themselves, for one operation.
+var (
+	gitData  = []string{"objects", "refs", "logs", "info", "lfs", "rr-cache", "branches"}
+	gitState = []string{"rebase-merge", "rebase-apply", "sequencer"}
+)
 
 // gitDirMoves keeps the git directories nested in each git directory (the
 // regexes of gitDirs) where they are: a directory under modules/ or
 // worktrees/ (a submodule's or a linked worktree's git directory), and
 // objects and objects/info (where alternates live), cannot be made,
 // removed or renamed, so none is moved out of .git, edited where no name
-// rule holds and moved back, nor filled elsewhere and renamed in. Git's
-// own data directories inside them stay free, and the entries rule that
-// follows denies hooks and config again.
+// rule holds and moved back, nor filled elsewhere and renamed in. Below
+// git's data directories in them, and for git's per-operation state
+// directories, directories stay free (a submodule's git directory named
+// like a data directory, modules/outer/modules/logs, is not one of them).
+// The directories that hold a HEAD git would accept (logs, refs,
+// refs/remotes/NAME) cannot be renamed or removed: moved out of .git,
+// with objects, refs and a config beside, they would make a bare
+// repository. No symbolic link is made in a git directory: one in place
+// of modules/ or a missing submodule's git directory would make git use
+// a directory outside .git, and git follows one where it writes (a
+// reflog linked to ~/.zshenv). The entries rule that follows denies
+// hooks and config again.
 func (p *profile) gitDirMoves(gitDirs []string) {
-	var deny, allow, again []string
-	for _, g := range gitDirs {
-		nested := g + "/(.*/)?(" + caseless("modules") + "|" + caseless("worktrees") + ")"
-		var data []string
-		for _, d := range gitData {
-			data = append(data, caseless(d))
-		}
-		deny = append(deny, "(regex "+p.q(nested+"(/.*)?$")+")")
-		allow = append(allow, "(regex "+p.q(nested+"/.+/("+strings.Join(data, "|")+")(/.*)?$")+")")
-		again = append(again, "(regex "+p.q(g+"/(.*/)?"+caseless("objects")+"(/"+caseless("info")+")?$")+")")
-	}
 	if len(gitDirs) == 0 {
 		return
+	}
+	alts := func(names []string) string {
+		var out []string
+		for _, n := range names {
+			out = append(out, caseless(n))
+		}
+		return "(" + strings.Join(out, "|") + ")"
+	}
+	var deny, allow, again, heads, links []string
+	for _, g := range gitDirs {
+		// Anchored at the git directory or a nested one: a branch named
+		// modules/x or objects/x is no git directory.
+		at := g + "/(" + alts([]string{"modules", "worktrees"}) + "/.+/)?"
+		nested := at + alts([]string{"modules", "worktrees"})
+		deny = append(deny, "(regex "+p.q(nested+"(/.*)?$")+")")
+		allow = append(allow, "(regex "+p.q(nested+"/.+/"+alts(gitData)+"/.+$")+")",
+			"(regex "+p.q(nested+"/.+/"+alts(gitState)+"$")+")")
+		again = append(again, "(regex "+p.q(at+caseless("objects")+"(/"+caseless("info")+")?$")+")")
+		heads = append(heads, "(regex "+p.q(g+"/(.*/)?("+caseless("logs")+"|"+caseless("refs")+"(/"+caseless("remotes")+"(/[^/]+)?)?)$")+")")
+		links = append(links, "(regex "+p.q(g+"/.+$")+")")
 	}
 	dirs := func(res []string) string {
 		return "(require-all (vnode-type DIRECTORY) (require-any " + strings.Join(res, " ") + "))"
@@ -419,6 +509,8 @@ func (p *profile) gitDirMoves(gitDirs []string) {
 	p.form("deny", "file-write-create file-write-unlink", dirs(deny))
 	p.form("allow", "file-write-create file-write-unlink", dirs(allow))
 	p.form("deny", "file-write-create file-write-unlink", dirs(again))
+	p.form("deny", "file-write-unlink", dirs(heads))
+	p.form("deny", "file-write-create", "(require-all (vnode-type SYMLINK) (require-any "+strings.Join(links, " ")+"))")
 }
 
 // dirAreas are the directories the profile lets the command write in,
@@ -640,21 +732,25 @@ func subpaths(paths []fsrules.Path) [][2]string {
 	return out
 }
 
-// heads denies a file named HEAD in the writable roots but in a .git:
-// with one (and objects and refs, which nothing keeps out), a directory
-// is a bare repository to git on the host, whose config the command
-// wrote, the workspace itself too once its .git is broken (a HEAD of
-// garbage). Emitted before denyWrite, which the .git allowance must not
-// re-open.
+// heads denies a file named HEAD in the writable roots but where git
+// keeps one in a .git (its own, a nested git directory's, a reflog's, a
+// remote's): with one (and objects and refs, which nothing keeps out), a
+// directory is a bare repository to git on the host, whose config the
+// command wrote, the workspace itself too once its .git is broken (a
+// HEAD of garbage). Emitted before denyWrite, which the .git allowance
+// must not re-open.
 func (p *profile) heads(in ProfileInput) {
 	var deny, allow []string
+	head := caseless("HEAD")
 	for _, r := range in.FS.Writable {
 		if !r.Dir || isGitDirRoot(r) {
 			continue
 		}
 		root := rootRE(r.Path)
-		deny = append(deny, "(regex "+p.q(root+"(/.*)?/"+caseless("HEAD")+"$")+")")
-		allow = append(allow, "(regex "+p.q(root+"(/.*)?/"+caseless(".git")+"/(.*/)?"+caseless("HEAD")+"$")+")")
+		g := root + "(/.*)?/" + caseless(".git") + "/(" + caseless("modules") + "/.+/|" + caseless("worktrees") + "/[^/]+/)?"
+		deny = append(deny, "(regex "+p.q(root+"(/.*)?/"+head+"$")+")")
+		allow = append(allow, "(regex "+p.q(g+"("+caseless("logs")+"/|"+caseless("sequencer")+"/)?"+head+"$")+")",
+			"(regex "+p.q(g+"("+caseless("logs")+"/)?"+caseless("refs/remotes")+"/[^/]+/"+head+"$")+")")
 	}
 	p.form("deny", "file-write*", deny...)
 	p.form("allow", "file-write*", allow...)
@@ -829,6 +925,7 @@ func Profile(in ProfileInput) (string, error) {
 	p.comment("git: hooks, config and what sends git elsewhere, in every git directory; .git itself")
 	p.rule("deny", "file-write*", gitRoots)
 	p.gitLinks(in)
+	p.denyWrites(in, roots) // again: the git data allowance must not re-open them
 	home := homePersistence(in.FS.Home, roots)
 	if len(home) > 0 {
 		p.comment("the home directory's persistence paths, in either case, where a writable root reaches them")

@@ -103,7 +103,7 @@ func TestProfileMapping(t *testing.T) {
 			`  (literal "/Users/dev/proj/.env")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".bashrc")) + `$")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".vscode")) + `(/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".git")) + `/(.*/)?(` + q(caseless("hooks")) + `(/.*)?|[cC][oO][nN][fF][iI][gG]|`,
+		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".git")) + `/(.*/)?(` + q(caseless("hooks")) + `(/.*)?|` + q(caseless("config")) + `|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
 		`(allow file-write*` + "\n" + `  (subpath "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
@@ -312,7 +312,14 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		{cr, w + "/.git/modules/lib/FETCH_HEAD", ""}, {cr, w + "/.git/worktrees/wt/logs/refs", d},
 		// HEAD: git's, in a .git
 		{mod, w + "/.git/HEAD", ""}, {cr, w + "/.git/modules/lib/HEAD", ""}, {cr, w + "/.git/logs/HEAD", ""},
-		{cr, w + "/sub/.git/HEAD", ""},
+		{cr, w + "/sub/.git/HEAD", ""}, {cr, w + "/.git/refs/remotes/origin/HEAD", ""}, {cr, w + "/.git/logs/refs/remotes/origin/HEAD", ""},
+		{cr, w + "/.git/sequencer/head", ""}, {cr, w + "/.git/worktrees/wt/HEAD", ""}, {cr, w + "/.git/modules/a/b/logs/HEAD", ""},
+		// branches named like git's own directories
+		{cr, w + "/.git/refs/heads/modules", d}, {cr, w + "/.git/refs/heads/objects", d}, {cr, w + "/.git/logs/refs/heads/worktrees", d},
+		{cr, w + "/.git/lfs/objects", d}, {ul, w + "/.git/refs/remotes/origin/feature", d},
+		{cr, w + "/.git/modules/lib/rebase-merge", d}, {cr, w + "/.git/modules/lib/logs/refs/heads/x", d},
+		// git's symbolic links? none; links elsewhere stay free
+		{cr, w + "/src/link", "SYMLINK"}, {cr, w + "/README", ""}, {cr, w + "/Stra\u00dfe.txt", ""},
 	}, []access{
 		// mv proj $TMPDIR/p; edit p/.git/config; mv p proj (or ln -s elsewhere proj)
 		{ul, w, d}, {ul, tmp, d}, {ul, ucache, d}, {ul, cache, d}, {ul, "/Users/dev/.cache/go", d},
@@ -334,6 +341,19 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		// names APFS takes for protected ones: KELVIN SIGN, LONG S
 		{cr, w + "/.hus\u212ay", d}, {cr, w + "/.v\u017fcode/tasks.json", ""}, {cr, w + "/.git/hoo\u212as/pre-commit", ""},
 		{cr, w + "/lefthoo\u212a.yml", ""}, {cr, w + "/.gitmodule\u017f", ""},
+		// a third review: ligatures and sharp s that APFS folds to letters
+		{cr, w + "/.pnpm\ufb01le.cjs", ""}, {cr, w + "/bun\ufb01g.toml", ""}, {cr, w + "/.pre-commit-con\ufb01g.yaml", ""},
+		{cr, w + "/.git/con\ufb01g.worktree", ""}, {cr, w + "/.le\u00dffilter", ""}, {cr, w + "/.le\u00df\ufb01lter", ""},
+		// symbolic links in a git directory: one in place of modules/ or a
+		// missing submodule's git directory, one where git writes
+		{cr, w + "/.git/modules", "SYMLINK"}, {cr, w + "/.git/modules/sub", "SYMLINK"}, {cr, w + "/.git/logs/HEAD", "SYMLINK"},
+		{cr, w + "/.git/FETCH_HEAD", "SYMLINK"}, {cr, w + "/.git/worktrees", "SYMLINK"},
+		// a submodule's git directory named like a data directory
+		{ul, w + "/.git/modules/outer/modules/logs", d}, {cr, w + "/.git/modules/docs/info", d},
+		// a HEAD made where git keeps none (.git/tmp, then renamed out),
+		// or a directory holding one renamed out of .git
+		{cr, w + "/.git/tmp/HEAD", ""}, {ul, w + "/.git/logs", d}, {ul, w + "/.git/refs/remotes/origin", d},
+		{ul, w + "/.git/refs", d}, {ul, w + "/.git/modules/lib/logs", d},
 	})
 }
 
