@@ -75,6 +75,11 @@ check "no repository moved in from TMPDIR" '[ ! -e "$wt/tools/.git" ]'
 check "no .git made by a rename" '[ ! -e "$wt/sub2/.git" ]'
 check "workspace not moved" '[ -e "$wt/.git" ]'
 check "another terminal not readable" '! grep -q tty-read renames.out'
+# Links: no hard link to git's config (a second name outside every rule),
+# no symbolic link in a git directory (git writes through it).
+(cd "$wt" && "$sbx" run --mode bypassPermissions -c 'ln "$(git rev-parse --git-common-dir)/config" cfg; ln -s "$HOME/.zshenv" "$(git rev-parse --git-dir)/FETCH_HEAD"; true' >/dev/null 2>&1) || true
+check "no hard link to git's config" '[ ! -e "$wt/cfg" ]'
+check "no symbolic link in a git directory" '[ ! -L "$(git -C "$wt" rev-parse --git-dir)/FETCH_HEAD" ]'
 # Interactive: with a terminal on stdin the command's group is the
 # foreground one, so a pager and stty work (in a background group they stop
 # on SIGTTIN/SIGTTOU until --timeout kills them).
