@@ -732,13 +732,13 @@ func subpaths(paths []fsrules.Path) [][2]string {
 	return out
 }
 
-// heads denies a file named HEAD in the writable roots but where git
-// keeps one in a .git (its own, a nested git directory's, a reflog's, a
-// remote's): with one (and objects and refs, which nothing keeps out), a
-// directory is a bare repository to git on the host, whose config the
-// command wrote, the workspace itself too once its .git is broken (a
-// HEAD of garbage). Emitted before denyWrite, which the .git allowance
-// must not re-open.
+// heads denies a file (a directory may have the name) named HEAD in the
+// writable roots but where git keeps one in a .git (its own, a nested git
+// directory's, a reflog's, a remote's, the sequencer's): with one (and
+// objects and refs, which nothing keeps out), a directory is a bare
+// repository to git on the host, whose config the command wrote, the
+// workspace itself too once its .git is broken (a HEAD of garbage).
+// Emitted before denyWrite, which the .git allowance must not re-open.
 func (p *profile) heads(in ProfileInput) {
 	var deny, allow []string
 	head := caseless("HEAD")
@@ -748,7 +748,7 @@ func (p *profile) heads(in ProfileInput) {
 		}
 		root := rootRE(r.Path)
 		g := root + "(/.*)?/" + caseless(".git") + "/(" + caseless("modules") + "/.+/|" + caseless("worktrees") + "/[^/]+/)?"
-		deny = append(deny, "(regex "+p.q(root+"(/.*)?/"+head+"$")+")")
+		deny = append(deny, "(require-all (regex "+p.q(root+"(/.*)?/"+head+"$")+") (require-not (vnode-type DIRECTORY)))")
 		allow = append(allow, "(regex "+p.q(g+"("+caseless("logs")+"/|"+caseless("sequencer")+"/)?"+head+"$")+")",
 			"(regex "+p.q(g+"("+caseless("logs")+"/)?"+caseless("refs/remotes")+"/[^/]+/"+head+"$")+")")
 	}

@@ -320,6 +320,7 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		{cr, w + "/.git/modules/lib/rebase-merge", d}, {cr, w + "/.git/modules/lib/logs/refs/heads/x", d},
 		// git's symbolic links? none; links elsewhere stay free
 		{cr, w + "/src/link", "SYMLINK"}, {cr, w + "/README", ""}, {cr, w + "/Stra\u00dfe.txt", ""},
+		{cr, w + "/components/head", d}, {cr, w + "/components/head/title.html", ""},
 	}, []access{
 		// mv proj $TMPDIR/p; edit p/.git/config; mv p proj (or ln -s elsewhere proj)
 		{ul, w, d}, {ul, tmp, d}, {ul, ucache, d}, {ul, cache, d}, {ul, "/Users/dev/.cache/go", d},
