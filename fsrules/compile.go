@@ -20,7 +20,6 @@ package fsrules
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/sbx-sandbox/sbx/internal/regular"
 )
 
 // Rule is one path from a settings list or a flag.
@@ -194,33 +194,12 @@ func (h *Host) readFile(p string) ([]byte, error) {
 // MaxSmallFile bounds what ReadRegular reads.
 const MaxSmallFile = 16 << 20
 
-// ErrNotRegular is a file ReadRegular refuses: a FIFO, socket or device.
-var ErrNotRegular = errors.New("not a regular file")
-
 // ReadRegular reads p, a file a sandboxed command may have made (a git
 // config, a .git pointer, a HEAD), following links: opened without
 // waiting (a FIFO's open would block until a writer came, and with it the
-// policy's compile and the merge), refused unless it is a regular file,
-// and at most MaxSmallFile bytes.
-func ReadRegular(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|nonBlock, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: ErrNotRegular}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSmallFile+1))
-	if err == nil && len(data) > MaxSmallFile {
-		err = &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("larger than %d bytes", MaxSmallFile)}
-	}
-	return data, err
-}
+// policy's compile and the merge), refused unless it is a regular file
+// (*regular.NotRegularError), and at most MaxSmallFile bytes.
+func ReadRegular(p string) ([]byte, error) { return regular.Read(p, MaxSmallFile) }
 
 func (h *Host) readDir(p string) ([]fs.DirEntry, error) {
 	if h.ReadDir != nil {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/regular"
 )
 
 func TestCheck(t *testing.T) {
@@ -705,8 +707,9 @@ func TestReadRegularRefusesAFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ReadRegular(filepath.Join(ws, "sub/.git")); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("ReadRegular of a FIFO: %v, want ErrNotRegular", err)
+	var nr *regular.NotRegularError
+	if _, err := ReadRegular(filepath.Join(ws, "sub/.git")); !errors.As(err, &nr) {
+		t.Errorf("ReadRegular of a FIFO: %v, want a NotRegularError", err)
 	}
 	done := make(chan error, 1)
 	go func() {

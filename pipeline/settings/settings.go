@@ -16,14 +16,14 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/sbx-sandbox/sbx/internal/regular"
 )
 
 // Level is a settings level. Lower values take precedence.
@@ -331,44 +331,12 @@ func readRegular(name string) ([]byte, error) {
 
 // NotRegularError is a file ReadRegular refused without reading it: not a
 // regular file (Size is -1), or larger than the bound (Size).
-type NotRegularError struct {
-	Path string
-	Mode fs.FileMode
-	Size int64
-}
-
-func (e *NotRegularError) Error() string {
-	if e.Size >= 0 {
-		return fmt.Sprintf("%s is larger than %d bytes", e.Path, e.Size)
-	}
-	return fmt.Sprintf("%s is not a regular file (%s)", e.Path, e.Mode.Type())
-}
+type NotRegularError = regular.NotRegularError
 
 // ReadRegular reads a regular file of at most max bytes (links are
 // followed); a FIFO, a device or a directory is refused without being read
 // (opened non-blocking, never waited on).
-func ReadRegular(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &NotRegularError{Path: path, Mode: fi.Mode(), Size: -1}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, &NotRegularError{Path: path, Mode: fi.Mode(), Size: max}
-	}
-	return data, nil
-}
+func ReadRegular(path string, max int64) ([]byte, error) { return regular.Read(path, max) }
 
 // Load reads, validates and merges every settings file. It returns an error
 // for invalid JSON, a value of the wrong type, an unknown key inside a
