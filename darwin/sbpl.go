@@ -187,7 +187,12 @@ func globRegex(glob string) string {
 			i++
 			b.WriteString(caseless(glob[i : i+1]))
 		default:
-			b.WriteString(caseless(glob[i : i+1]))
+			// A run of letters APFS folds from one character (fi, ss)
+			// is matched whole: caseless of one byte cannot see it.
+			n, _ := foldSeq(glob[i:])
+			n = max(n, 1)
+			b.WriteString(caseless(glob[i : i+n]))
+			i += n - 1
 		}
 	}
 	for ; depth > 0; depth-- {
@@ -490,7 +495,7 @@ func (p *profile) gitDirMoves(gitDirs []string) {
 		}
 		return "(" + strings.Join(out, "|") + ")"
 	}
-	var deny, allow, again, heads, links []string
+	var deny, allow, made, again, below, heads, links []string
 	for _, g := range gitDirs {
 		// Anchored at the git directory or a nested one: a branch named
 		// modules/x or objects/x is no git directory.
@@ -499,7 +504,12 @@ func (p *profile) gitDirMoves(gitDirs []string) {
 		deny = append(deny, "(regex "+p.q(nested+"(/.*)?$")+")")
 		allow = append(allow, "(regex "+p.q(nested+"/.+/"+alts(gitData)+"/.+$")+")",
 			"(regex "+p.q(nested+"/.+/"+alts(gitState)+"$")+")")
+		// git makes these as it first needs them (a worktree's refs for
+		// bisect, a submodule's lfs and rr-cache); removing one is no
+		// part of its work
+		made = append(made, "(regex "+p.q(nested+"/.+/"+alts([]string{"refs", "logs", "info", "lfs", "rr-cache"})+"$")+")")
 		again = append(again, "(regex "+p.q(at+caseless("objects")+"(/"+caseless("info")+")?$")+")")
+		below = append(below, "(regex "+p.q(nested+"/.+/"+alts([]string{"refs", "logs", "lfs"})+"/.+$")+")")
 		heads = append(heads, "(regex "+p.q(g+"/(.*/)?("+caseless("logs")+"|"+caseless("refs")+"(/"+caseless("remotes")+"(/[^/]+)?)?)$")+")")
 		links = append(links, "(regex "+p.q(g+"/.+$")+")")
 	}
@@ -508,7 +518,9 @@ func (p *profile) gitDirMoves(gitDirs []string) {
 	}
 	p.form("deny", "file-write-create file-write-unlink", dirs(deny))
 	p.form("allow", "file-write-create file-write-unlink", dirs(allow))
-	p.form("deny", "file-write-create file-write-unlink", dirs(again))
+	p.form("allow", "file-write-create", dirs(made))
+	p.form("deny", "file-write-create file-write-unlink",
+		"(require-all (vnode-type DIRECTORY) (require-any "+strings.Join(again, " ")+") (require-not (require-any "+strings.Join(below, " ")+")))")
 	p.form("deny", "file-write-unlink", dirs(heads))
 	p.form("deny", "file-write-create", "(require-all (vnode-type SYMLINK) (require-any "+strings.Join(links, " ")+"))")
 }
@@ -560,28 +572,31 @@ func readDeniedIn(deny []fsrules.Path, roots []string) []fsrules.Path {
 // before its first wildcard and that directory's ancestors (as srt does).
 func (p *profile) moveBlocks(in ProfileInput, roots []string, home []homePath) []string {
 	var out []string
+	// In either case: a rename's source is checked as the command spells
+	// it (mv proj/CONF c2 moves conf).
+	exact := func(path string) string { return "(regex " + p.q("^"+caseless(path)+"$") + ")" }
 	add := func(path string, dir bool) {
-		kind := "literal"
 		if dir {
-			kind = "subpath"
+			out = append(out, "(regex "+p.q("^"+caseless(path)+"(/.*)?$")+")")
+		} else {
+			out = append(out, exact(path))
 		}
-		out = append(out, "("+kind+" "+p.q(path)+")")
 		for _, a := range ancestorsIn(path, roots) {
-			out = append(out, "(literal "+p.q(a)+")")
+			out = append(out, exact(a))
 		}
 	}
 	// The writable directories themselves: moved away (to be edited where
 	// no name rule holds, or for a link to another tree in their place),
 	// they would come back, or be replaced, with whatever they hold.
 	for _, r := range dirAreas(in) {
-		out = append(out, "(literal "+p.q(r)+")")
+		out = append(out, exact(r))
 	}
 	for _, d := range append(readDeniedIn(in.FS.DenyRead, roots), in.FS.DenyWrite...) {
 		add(d.Path, d.Dir)
 	}
 	for _, h := range home {
 		for _, a := range ancestorsIn(filepath.Join(in.FS.Home, h.rel), roots) {
-			out = append(out, "(literal "+p.q(a)+")")
+			out = append(out, exact(a))
 		}
 	}
 	for _, g := range in.FS.DenyWriteGlobs {

@@ -98,9 +98,9 @@ func TestProfileMapping(t *testing.T) {
 		`(subpath "/Users/dev/proj")`, `(subpath "/private/var/folders/xy/zz/T/sbx-run-1")`, `(subpath "/private/var/folders/xy/zz/C/sbx-run-1")`, `(literal "/Users/dev/notes.txt")`,
 		`(deny file-write*` + "\n" + `  (regex "^` + caseless("/Users/dev/proj/vendor") + `(/.*)?$")` + "\n" +
 			`  (regex "^` + caseless("/Users/dev/proj/new") + `$")` + "\n" + `  (regex "^` + q(caseless("/Users/dev/proj/.env")) + `$"))`,
-		`(deny file-write-unlink` + "\n" + `  (literal "/Users/dev/proj")` + "\n" + `  (literal "/Users/dev/.cache/go")` + "\n" +
-			`  (literal "/private/var/folders/xy/zz/T/sbx-run-1")` + "\n" + `  (literal "/private/var/folders/xy/zz/C/sbx-run-1")` + "\n" +
-			`  (literal "/Users/dev/proj/.env")`,
+		`(deny file-write-unlink` + "\n" + `  (regex "^` + q(caseless("/Users/dev/proj")) + `$")` + "\n" + `  (regex "^` + q(caseless("/Users/dev/.cache/go")) + `$")` + "\n" +
+			`  (regex "^` + q(caseless("/private/var/folders/xy/zz/T/sbx-run-1")) + `$")` + "\n" + `  (regex "^` + q(caseless("/private/var/folders/xy/zz/C/sbx-run-1")) + `$")` + "\n" +
+			`  (regex "^` + q(caseless("/Users/dev/proj/.env")) + `$")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".bashrc")) + `$")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".vscode")) + `(/.*)?$")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".git")) + `/(.*/)?(` + q(caseless("hooks")) + `(/.*)?|` + q(caseless("config")) + `|`,
@@ -321,6 +321,11 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		// git's symbolic links? none; links elsewhere stay free
 		{cr, w + "/src/link", "SYMLINK"}, {cr, w + "/README", ""}, {cr, w + "/Stra\u00dfe.txt", ""},
 		{cr, w + "/components/head", d}, {cr, w + "/components/head/title.html", ""},
+		// directories git makes as it first needs them: a worktree's refs
+		// (bisect), a submodule's lfs and rr-cache; branches named objects/x
+		{cr, w + "/.git/worktrees/wt/refs", d}, {cr, w + "/.git/worktrees/wt/info", d},
+		{cr, w + "/.git/modules/lib/lfs", d}, {cr, w + "/.git/modules/lib/lfs/objects", d}, {cr, w + "/.git/modules/lib/rr-cache", d},
+		{cr, w + "/.git/modules/lib/refs/heads/objects", d}, {cr, w + "/.git/modules/lib/logs/refs/heads/objects", d},
 	}, []access{
 		// mv proj $TMPDIR/p; edit p/.git/config; mv p proj (or ln -s elsewhere proj)
 		{ul, w, d}, {ul, tmp, d}, {ul, ucache, d}, {ul, cache, d}, {ul, "/Users/dev/.cache/go", d},
@@ -350,11 +355,12 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		{cr, w + "/.git/modules", "SYMLINK"}, {cr, w + "/.git/modules/sub", "SYMLINK"}, {cr, w + "/.git/logs/HEAD", "SYMLINK"},
 		{cr, w + "/.git/FETCH_HEAD", "SYMLINK"}, {cr, w + "/.git/worktrees", "SYMLINK"},
 		// a submodule's git directory named like a data directory
-		{ul, w + "/.git/modules/outer/modules/logs", d}, {cr, w + "/.git/modules/docs/info", d},
+		{ul, w + "/.git/modules/outer/modules/logs", d}, {ul, w + "/.git/modules/docs/info", d},
 		// a HEAD made where git keeps none (.git/tmp, then renamed out),
 		// or a directory holding one renamed out of .git
 		{cr, w + "/.git/tmp/HEAD", ""}, {ul, w + "/.git/logs", d}, {ul, w + "/.git/refs/remotes/origin", d},
-		{ul, w + "/.git/refs", d}, {ul, w + "/.git/modules/lib/logs", d},
+		{ul, w + "/.git/refs", d}, {ul, w + "/.git/modules/lib/logs", d}, {ul, w + "/.git/modules/lib/refs", d},
+		{ul, w + "/.git/modules/lib/objects", d}, {cr, w + "/.git/modules/lib/objects/info", d},
 	})
 }
 
@@ -365,7 +371,8 @@ func TestDenyWriteWinsInEitherCase(t *testing.T) {
 	in := everyKey()
 	in.FS.ExactAllow = []string{"/Users/dev/proj/.vscode"}
 	in.FS.DenyWrite = append(in.FS.DenyWrite, fsrules.Path{Path: "/Users/dev/proj/.vscode/tasks.json", Origin: "t"})
-	in.FS.DenyWriteGlobs = append(in.FS.DenyWriteGlobs, fsrules.Path{Path: "/Users/dev/proj/keys/[a-c]*.pem", Origin: "t"})
+	in.FS.DenyWriteGlobs = append(in.FS.DenyWriteGlobs, fsrules.Path{Path: "/Users/dev/proj/keys/[a-c]*.pem", Origin: "t"},
+		fsrules.Path{Path: "/Users/dev/proj/**/Makefile", Origin: "t"}, fsrules.Path{Path: "/Users/dev/proj/**/*.tfstate", Origin: "t"})
 	prof, err := Profile(in)
 	if err != nil {
 		t.Fatal(err)
@@ -378,6 +385,8 @@ func TestDenyWriteWinsInEitherCase(t *testing.T) {
 		{cr, w + "/.vscode/tasks.json", ""}, {cr, w + "/.VSCode/Tasks.JSON", ""},
 		{cr, w + "/NEW", ""}, {cr, w + "/New", "DIRECTORY"}, {cr, w + "/Vendor/a.go", ""}, {cr, w + "/sub/.ENV", ""},
 		{cr, w + "/keys/B1.PEM", ""}, {cr, w + "/KEYS/a.pem", ""},
+		// what APFS folds to letters, in a pattern too
+		{cr, w + "/sub/Make\ufb01le", ""}, {cr, w + "/a.tf\ufb06ate", ""}, {cr, w + "/sub/MAKEFILE", ""},
 	})
 }
 
@@ -428,6 +437,8 @@ func TestMoveBlocks(t *testing.T) {
 		{cr, w + "/conf/secrets/new", ""}, {ul, w + "/conf", "DIRECTORY"},
 		{ul, w + "/lib/vendor", "DIRECTORY"}, {ul, w + "/lib", "DIRECTORY"}, {mod, w + "/lib/vendor/a.go", ""},
 		{ul, w + "/deploy", "DIRECTORY"}, {ul, w + "/deploy/prod.key", ""}, {cr, w + "/deploy/prod.key", ""},
+		// a rename's source as the command spells it
+		{ul, w + "/CONF", "DIRECTORY"}, {ul, w + "/Lib/Vendor", "DIRECTORY"}, {ul, w + "/.ENV", ""},
 	})
 	if strings.Count(prof, `"/Users/dev/.aws"`) != 1 || strings.Contains(prof, `(literal "/Users/dev")`) || strings.Contains(prof, `(literal "/Users")`) {
 		t.Errorf("rules for paths outside the writable roots:\n%s", prof)
@@ -792,7 +803,8 @@ func FuzzProfile(f *testing.F) {
 			f.strings(&strs)
 		}
 		for _, p := range []string{ws, deny, read, allowRead, sock} {
-			if !slices.Contains(strs, p) {
+			// denyWrite comes back as its regex, in either case.
+			if !slices.Contains(strs, p) && !(p == deny && slices.Contains(strs, "^"+caseless(p)+"(/.*)?$")) {
 				t.Fatalf("path %q does not come back; strings %q", p, strs)
 			}
 		}
