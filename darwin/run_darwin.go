@@ -105,6 +105,8 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if job.Foreground {
 		defer takeTerminal(tty)
 	}
+	gitDirs := gitLinkDirs(s.FS)
+	linksBefore := linksIn(gitDirs)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}
@@ -134,6 +136,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	if n > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("killed %d process(es) the command had detached from its process group", n))
 	}
+	res.Warnings = append(res.Warnings, removeNewGitLinks(gitDirs, linksBefore)...)
 	res.TimedOut = timedOut
 	res.ExitCode = pipeline.ExitStatus(cmd.ProcessState)
 	res.Blocked = blocked.Lines()
