@@ -447,7 +447,12 @@ func (p *profile) gitLinks(in ProfileInput) {
 	for _, root := range areas {
 		dotGit := rootRE(root) + "(/.*)?/" + caseless(".git")
 		re := "(regex " + p.q(dotGit+"$") + ")"
-		entries = append(entries, "(regex "+p.q(dotGit+gitEntries())+")")
+		entries = append(entries, "(regex "+p.q(dotGit+gitEntries())+")",
+			// Bare repositories by name: x.git (a mirror kept in a
+			// project), SwiftPM's mirrors in .build/repositories, which
+			// the host's swift fetches into with --git-dir.
+			"(regex "+p.q(rootRE(root)+"(/.*)?/[^/]*"+caseless(".git")+gitEntries())+")",
+			"(regex "+p.q(rootRE(root)+"(/.*)?/"+caseless(".build/repositories")+"/[^/]+"+gitEntries())+")")
 		create = append(create, re)
 		unlink = append(unlink, re)
 		gitDirs = append(gitDirs, dotGit)

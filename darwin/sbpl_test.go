@@ -321,6 +321,7 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		// git's symbolic links? none; links elsewhere stay free
 		{cr, w + "/src/link", "SYMLINK"}, {cr, w + "/README", ""}, {cr, w + "/Stra\u00dfe.txt", ""},
 		{cr, w + "/components/head", d}, {cr, w + "/components/head/title.html", ""},
+		{cr, w + "/.build/repositories/foo-1a2b/objects/ab/cd", ""}, {cr, w + "/mirrors/foo.git/refs/heads/x", ""},
 		// directories git makes as it first needs them: a worktree's refs
 		// (bisect), a submodule's lfs and rr-cache; branches named objects/x
 		{cr, w + "/.git/worktrees/wt/refs", d}, {cr, w + "/.git/worktrees/wt/info", d},
@@ -361,6 +362,9 @@ func TestRenamesCarryNothingPastTheRules(t *testing.T) {
 		{cr, w + "/.git/tmp/HEAD", ""}, {ul, w + "/.git/logs", d}, {ul, w + "/.git/refs/remotes/origin", d},
 		{ul, w + "/.git/refs", d}, {ul, w + "/.git/modules/lib/logs", d}, {ul, w + "/.git/modules/lib/refs", d},
 		{ul, w + "/.git/modules/lib/objects", d}, {cr, w + "/.git/modules/lib/objects/info", d},
+		// bare repositories by name, and SwiftPM's mirrors
+		{cr, w + "/mirrors/foo.git/hooks/post-update", ""}, {mod, w + "/mirrors/foo.git/config", ""},
+		{cr, w + "/.build/repositories/foo-1a2b/hooks/reference-transaction", ""}, {mod, w + "/.build/repositories/foo-1a2b/config", ""},
 	})
 }
 
