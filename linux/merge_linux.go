@@ -520,7 +520,7 @@ func (m *merger) sameEntry(up, host int, name string, st, hst *unix.Stat_t) (boo
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		return st.Size == hst.Size && equalFiles(up, name, host, name), nil
+		return st.Size == hst.Size && st.Size <= maxCompare && equalFiles(up, name, host, name), nil
 	case unix.S_IFLNK:
 		a, err := readlinkat(up, name)
 		if err != nil {
@@ -531,6 +531,13 @@ func (m *merger) sameEntry(up, host int, name string, st, hst *unix.Stat_t) (boo
 	}
 	return true, nil
 }
+
+// maxCompare bounds the files the merge compares byte for byte to find
+// one the command left as it was (touched, rewritten the same): a larger
+// one is taken as changed, and moved or copied as any change is. A
+// sparse file of terabytes costs a command nothing to make, and its
+// comparison held the user-wide merge lock for hours.
+const maxCompare = 64 << 20
 
 // sameContent handles an entry whose content the host already has: only
 // its mode and times may differ.

@@ -1161,3 +1161,35 @@ func TestMergeRefusesAFIFOInAGitDirectory(t *testing.T) {
 		t.Errorf("refusals: %+v", rep.Refused)
 	}
 }
+
+// A huge file of the same size on both sides (a sparse one costs the
+// command nothing) is not compared byte for byte: its comparison held the
+// user-wide merge lock for hours (a red-team pass).
+func TestMergeDoesNotCompareAHugeFile(t *testing.T) {
+	e := newMergeEnv(t)
+	const size = 1 << 40
+	for _, d := range []string{e.host, e.upper} {
+		if err := os.Truncate(filepath.Join(d, "huge"), 0); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		f, err := os.Create(filepath.Join(d, "huge"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Skipf("no sparse file of 1 TiB here: %v", err)
+		}
+		f.Close()
+	}
+	start := coarseNow()
+	done := make(chan *MergeReport, 1)
+	go func() { done <- e.merge(&fsrules.Policy{Home: "/nonexistent"}, start, nil) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the merge still compares the file after 30 s")
+	}
+	if fi, err := os.Stat(filepath.Join(e.host, "huge")); err != nil || fi.Size() != size {
+		t.Errorf("the host's file: %v %v", fi, err)
+	}
+}
