@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"github.com/sbx-sandbox/sbx/internal/regular"
 )
 
@@ -71,11 +70,8 @@ type Host struct {
 	// Lstat describes a path; nil means os.Lstat.
 	Lstat func(string) (fs.FileInfo, error)
 	// Glob expands a deny pattern containing wildcards; nil means
-	// doublestar.FilepathGlob without following links (two links to ".."
-	// a command left in the workspace made a ** pattern's walk grow
-	// exponentially, every later call's compile with it; what a link
-	// leads to is reached by its own path, which the pattern does not
-	// name).
+	// globFollow (doublestar's matching, links followed, each directory
+	// walked once).
 	Glob func(pattern string) ([]string, error)
 	// ReadFile reads a small file (a .git pointer, a git config); nil
 	// means ReadRegular.
@@ -219,7 +215,7 @@ func (h *Host) glob(p string) ([]string, error) {
 	if h.Glob != nil {
 		return h.Glob(p)
 	}
-	return doublestar.FilepathGlob(p, doublestar.WithNoFollow())
+	return globFollow(p)
 }
 
 // Anchor turns a settings pattern into an absolute, clean path (symlinks not

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/sbx-sandbox/sbx/internal/regular"
 )
 
@@ -726,10 +727,12 @@ func TestReadRegularRefusesAFIFO(t *testing.T) {
 	}
 }
 
-// A deny pattern with ** is expanded without following links: two links
-// to ".." a command left made the walk grow exponentially.
-func TestGlobDoesNotFollowLinks(t *testing.T) {
-	ws, home := realTempDir(t), realTempDir(t)
+// A deny pattern with ** is expanded through linked directories (a .env
+// reached through one is denied, at its real path), each directory walked
+// once: two links to ".." a command left made the walk grow
+// exponentially.
+func TestGlobWalksEachDirectoryOnce(t *testing.T) {
+	ws, home, outside := realTempDir(t), realTempDir(t), realTempDir(t)
 	os.MkdirAll(filepath.Join(ws, "loop"), 0o755)
 	for _, n := range []string{"a", "b"} {
 		if err := os.Symlink("..", filepath.Join(ws, "loop", n)); err != nil {
@@ -737,6 +740,11 @@ func TestGlobDoesNotFollowLinks(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(ws, "loop", ".env"), []byte("x"), 0o600)
+	os.MkdirAll(filepath.Join(outside, "shared"), 0o755)
+	os.WriteFile(filepath.Join(outside, "shared", ".env"), []byte("x"), 0o600)
+	if err := os.Symlink(filepath.Join(outside, "shared"), filepath.Join(ws, "shared")); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan *Policy, 1)
 	go func() {
 		pol, err := Compile(Input{Workspace: ws, DenyRead: []Rule{{Pattern: "**/.env", BaseDir: ws, Origin: "t"}}}, Host{Home: home})
@@ -747,10 +755,30 @@ func TestGlobDoesNotFollowLinks(t *testing.T) {
 	}()
 	select {
 	case pol := <-done:
-		if pol != nil && !slices.ContainsFunc(pol.DenyRead, func(p Path) bool { return p.Path == filepath.Join(ws, "loop", ".env") }) {
-			t.Errorf("loop/.env not denied: %v", pol.DenyRead)
+		for _, p := range []string{filepath.Join(ws, "loop", ".env"), filepath.Join(outside, "shared", ".env")} {
+			if pol != nil && !slices.ContainsFunc(pol.DenyRead, func(d Path) bool { return d.Path == p }) {
+				t.Errorf("%s not denied: %v", p, pol.DenyRead)
+			}
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the ** expansion still runs after 30 s")
+	}
+}
+
+// globFollow matches as doublestar does on a tree without links.
+func TestGlobFollowMatchesDoublestar(t *testing.T) {
+	root := realTempDir(t)
+	for _, p := range []string{"a/.env", "a/b/.env", "a/b/c.yaml", "x.env", "d/e/f/g.pem", "d/k.pem"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), nil, 0o600)
+	}
+	for _, pat := range []string{"**/.env", "*.env", "a/*/.env", "d/**/*.pem", "d/*.pem", "{a,d}/**", "a/b/c.{yaml,yml}", "[ad]/*"} {
+		want, _ := doublestar.FilepathGlob(filepath.Join(root, pat))
+		got, err := globFollow(filepath.Join(root, pat))
+		slices.Sort(want)
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: %v %v, doublestar %v", pat, got, err, want)
+		}
 	}
 }
