@@ -259,6 +259,9 @@ func TestReplacedDenyReadFile(t *testing.T) {
 		t.Fatalf("first call: %q", srv.out.Text())
 	}
 	time.Sleep(500 * time.Millisecond) // the next sandbox launched
+	// Two editor-style saves: ext4 may give the file its first inode
+	// number back, which a device and inode check took for no change.
+	replace("NEWER-SECRET\n")
 	replace("NEW-SECRET\n")
 	fmt.Fprintf(srv.in, call+"\n", 2, secret)
 	if !srv.out.Scan() || strings.Contains(srv.out.Text(), "SECRET") || !strings.Contains(srv.out.Text(), "done") {
@@ -284,6 +287,7 @@ func TestReplacedDenyReadFile(t *testing.T) {
 	if !sc.Scan() || sc.Text() != "ready" {
 		t.Fatalf("no ready: %q", sc.Text())
 	}
+	replace("NEWEST-SECRET\n")
 	replace("NEWER-SECRET\n")
 	e.write("go", "")
 	io.Copy(io.Discard, out)
@@ -323,4 +327,29 @@ func TestServeStopsWhenItsResultsCannotBeWritten(t *testing.T) {
 		t.Error("serve exited 0 with its results unwritten")
 	}
 	assertAbsent(t, e.path("second"))
+}
+
+// The Read tool of a long-lived session hides what the sandbox hides as
+// the policy is at the call: a denyRead file made after the start was
+// returned in full (the start-up policy had no such file).
+func TestServeReadHidesDenyReadThatAppears(t *testing.T) {
+	e := newEnv(t)
+	srv := e.startServe("--settings", `{"sandbox":{"filesystem":{"denyRead":["./prod.env"]}}}`)
+	e.write("prod.env", "DB_PASSWORD=PROD-SECRET-LATER\n")
+	fmt.Fprintf(srv.in, `{"type":"tool_use","id":"r1","name":"Read","input":{"file_path":%q}}`+"\n", e.path("prod.env"))
+	if !srv.out.Scan() || strings.Contains(srv.out.Text(), "PROD-SECRET") || !strings.Contains(srv.out.Text(), "hidden by the sandbox policy") {
+		t.Errorf("Read of a denyRead file made after the start: %q", srv.out.Text())
+	}
+	srv.in.Close()
+	srv.cmd.Wait()
+	// A credential file made after the start (git credential-store's).
+	srv = e.startServe("--mode", "bypassPermissions")
+	creds := filepath.Join(e.home, ".git-credentials")
+	os.WriteFile(creds, []byte("https://u:GH-REAL-TOKEN-LATER@example.test\n"), 0o600)
+	fmt.Fprintf(srv.in, `{"type":"tool_use","id":"r2","name":"Read","input":{"file_path":%q}}`+"\n", creds)
+	if !srv.out.Scan() || strings.Contains(srv.out.Text(), "GH-REAL-TOKEN") {
+		t.Errorf("Read of a credential file made after the start: %q", srv.out.Text())
+	}
+	srv.in.Close()
+	srv.cmd.Wait()
 }

@@ -400,7 +400,7 @@ type run struct {
 	plan  []Op
 	// hidden are the identities of the host paths the plan hides or masks
 	// when it was built (hiddenIDs).
-	hidden map[string]fileID
+	hidden map[string]hiddenID
 	rec    *record
 	res    *pipeline.Result
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.

@@ -5,7 +5,6 @@ package linux
 import (
 	"context"
 	"io"
-	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -40,9 +39,9 @@ type warm struct {
 }
 
 // hostIDs records the device and inode of every host path r's sandbox
-// is built on: its writable roots (the overlays' lower layers), the
-// sources of its binds (a Unix socket, a masked file) and the paths they
-// hide (see hiddenIDs).
+// is built on: its writable roots (the overlays' lower layers) and the
+// sources of its binds (a Unix socket, a masked file). The paths the
+// binds hide are r.hidden.
 func hostIDs(r *run) map[string]fileID {
 	ids := map[string]fileID{}
 	for _, w := range r.spec.FS.Writable {
@@ -53,7 +52,6 @@ func hostIDs(r *run) map[string]fileID {
 			ids[op.Src] = statID(op.Src)
 		}
 	}
-	maps.Copy(ids, r.hidden)
 	return ids
 }
 
@@ -65,14 +63,36 @@ func hostIDs(r *run) map[string]fileID {
 // sandbox's path shows the new file, real content and all, until the
 // sandbox ends. A warm sandbox with one of them replaced since its launch
 // is stale (not used); a run during which one was replaced says so.
-func hiddenIDs(plan []Op) map[string]fileID {
-	ids := map[string]fileID{}
+func hiddenIDs(plan []Op) map[string]hiddenID {
+	ids := map[string]hiddenID{}
 	for _, op := range plan {
 		if op.Kind == OpHide || op.Kind == OpROBind && op.Src != op.Dst {
-			ids[op.Dst] = statID(op.Dst)
+			ids[op.Dst] = statHidden(op.Dst)
 		}
 	}
 	return ids
+}
+
+// hiddenID is a file's identity across replacements: its device and
+// inode, and its birth time (its change time where the file system keeps
+// none): ext4 gives a replaced file its old inode number back after two
+// editor-style saves.
+type hiddenID struct {
+	fileID
+	born unix.StatxTimestamp
+}
+
+// statHidden is p's hiddenID (zero: it does not exist).
+func statHidden(p string) hiddenID {
+	var sx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_CTIME, &sx) != nil {
+		return hiddenID{}
+	}
+	id := hiddenID{fileID: fileID{unix.Mkdev(sx.Dev_major, sx.Dev_minor), sx.Ino}, born: sx.Ctime}
+	if sx.Mask&unix.STATX_BTIME != 0 {
+		id.born = sx.Btime
+	}
+	return id
 }
 
 // unhidden warns of every hidden path the host replaced since the plan
@@ -80,7 +100,7 @@ func hiddenIDs(plan []Op) map[string]fileID {
 func (r *run) unhidden() []string {
 	var out []string
 	for p, id := range r.hidden {
-		if statID(p) != id {
+		if statHidden(p) != id {
 			out = append(out, p+" was replaced on the host during the run: the sandbox may have seen its new content unmasked (the kernel detaches a mount whose mount point is replaced)")
 		}
 	}
@@ -107,7 +127,7 @@ func (w *warm) stale() bool {
 			return true
 		}
 	}
-	return false
+	return w.r != nil && len(w.r.unhidden()) > 0
 }
 
 // warmPool holds at most one warm sandbox.

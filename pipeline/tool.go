@@ -265,10 +265,15 @@ func (r *Runner) runRead(ctx context.Context, call *Call) *ToolResult {
 		return errResult(call.ID, "Error: "+err.Error())
 	}
 	// The Read tool runs on the host, but what the sandbox hides (denyRead,
-	// the credential files) stays hidden from it too.
-	if r.FS != nil {
+	// the credential files) stays hidden from it too: as the policy is
+	// now, for a long-lived session (a denied file made since its start).
+	fs, err := r.fsNow()
+	if err != nil {
+		return errResult(call.ID, "Error: "+err.Error())
+	}
+	if fs != nil {
 		for _, cand := range []string{p, real} {
-			if hiddenByPolicy(r.FS, cand) {
+			if hiddenByPolicy(fs, cand) {
 				return errResult(call.ID, fmt.Sprintf("Error: %s is hidden by the sandbox policy (denyRead); re-open it with allowRead", p))
 			}
 		}
@@ -398,15 +403,21 @@ func (r *Runner) BashSpec(command string) (*Spec, error) {
 	if _, err := os.Stat(shell); err != nil {
 		shell = "/bin/sh"
 	}
-	fs := r.FS
-	if r.FSNow != nil {
-		var err error
-		if fs, err = r.FSNow(); err != nil {
-			return nil, err
-		}
+	fs, err := r.fsNow()
+	if err != nil {
+		return nil, err
 	}
 	return &Spec{Argv: []string{shell, "-c", command}, Env: r.Env, Dir: r.Gate.Cwd, FS: fs, Net: r.Net, Limits: r.Limits.Limits, Discard: r.Discard,
 		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles, OneStream: !r.SeparateStreams}, nil
+}
+
+// fsNow is the filesystem policy for a call: compiled again (FSNow) for a
+// long-lived session, the session's otherwise.
+func (r *Runner) fsNow() (*fsrules.Policy, error) {
+	if r.FSNow != nil {
+		return r.FSNow()
+	}
+	return r.FS, nil
 }
 
 // tracedSpec is BashSpec, with the phases marked in the call's trace.
