@@ -521,8 +521,9 @@ func (g *Gate) resolveWord(sc *SimpleCommand, w Word) (paths []string, ok bool) 
 			}
 			paths = append(paths, p)
 			if w.Glob {
-				m, _ := filepath.Glob(p)
+				m, complete := boundedGlob(p, maxGlobEntries)
 				paths = append(paths, m...)
+				ok = ok && complete // not every match known: not decided on them
 			}
 		}
 	}
