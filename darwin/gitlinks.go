@@ -11,9 +11,8 @@ import (
 )
 
 // maxGitLinkScan bounds the entries one git directory's scan for links
-// looks at (objects/ is skipped: git writes objects by rename, never
-// through a link).
-const maxGitLinkScan = 200_000
+// looks at (objects/ too: a renamed directory could bring links anywhere).
+const maxGitLinkScan = 500_000
 
 // gitLinkDirs are the git directories a run's links are looked for in:
 // each writable root's own .git, when it is a directory, and the git
@@ -35,10 +34,10 @@ func gitLinkDirs(p *fsrules.Policy) []string {
 	return out
 }
 
-// linksIn maps each symbolic link in dirs (but under objects/) to its
-// target.
-func linksIn(dirs []string) map[string]string {
-	links := map[string]string{}
+// linksIn maps each symbolic link in dirs to its target; cut names the
+// directories whose scan stopped at maxGitLinkScan entries.
+func linksIn(dirs []string) (links map[string]string, cut []string) {
+	links = map[string]string{}
 	for _, d := range dirs {
 		n := 0
 		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
@@ -46,19 +45,17 @@ func linksIn(dirs []string) map[string]string {
 				return nil
 			}
 			if n++; n > maxGitLinkScan {
+				cut = append(cut, d)
 				return filepath.SkipAll
 			}
-			switch {
-			case e.IsDir() && e.Name() == "objects" && p != d:
-				return filepath.SkipDir
-			case e.Type()&fs.ModeSymlink != 0:
+			if e.Type()&fs.ModeSymlink != 0 {
 				t, _ := os.Readlink(p)
 				links[p] = t
 			}
 			return nil
 		})
 	}
-	return links
+	return links, cut
 }
 
 // removeNewGitLinks removes the symbolic links in dirs that were not in
@@ -68,8 +65,11 @@ func linksIn(dirs []string) map[string]string {
 // would write through it (a reflog appended to ~/.zshenv). A link the
 // user had before the run (hooks -> ../scripts/hooks) stays.
 func removeNewGitLinks(dirs []string, before map[string]string) []string {
+	after, cut := linksIn(dirs)
 	var out []string
-	after := linksIn(dirs)
+	for _, d := range cut {
+		out = append(out, fmt.Sprintf("%s holds more than %d entries: symbolic links the command may have left beyond them were not looked for", d, maxGitLinkScan))
+	}
 	paths := make([]string, 0, len(after))
 	for p := range after {
 		paths = append(paths, p)

@@ -106,7 +106,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		defer takeTerminal(tty)
 	}
 	gitDirs := gitLinkDirs(s.FS)
-	linksBefore := linksIn(gitDirs)
+	linksBefore, _ := linksIn(gitDirs)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}
