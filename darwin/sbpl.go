@@ -579,10 +579,10 @@ func (p *profile) moveBlocks(in ProfileInput, roots []string, home []homePath) [
 	var out []string
 	// In either case: a rename's source is checked as the command spells
 	// it (mv proj/CONF c2 moves conf).
-	exact := func(path string) string { return "(regex " + p.q("^"+caseless(path)+"$") + ")" }
+	exact := func(path string) string { return "(regex " + p.q(foldedBelow(path, roots)+"$") + ")" }
 	add := func(path string, dir bool) {
 		if dir {
-			out = append(out, "(regex "+p.q("^"+caseless(path)+"(/.*)?$")+")")
+			out = append(out, "(regex "+p.q(foldedBelow(path, roots)+"(/.*)?$")+")")
 		} else {
 			out = append(out, exact(path))
 		}
@@ -776,6 +776,27 @@ func (p *profile) heads(in ProfileInput) {
 	p.form("allow", "file-write*", allow...)
 }
 
+// foldedBelow is the regex, from the start, of path with the part below
+// the writable root holding it in either case (caseless): the root's own
+// path stands as it is (a write spelled with another case there is no
+// write into the root), which keeps the rule short (sandbox-exec refuses
+// long literals). A path in no root stands as it is.
+func foldedBelow(path string, roots []string) string {
+	root := ""
+	for _, r := range roots {
+		if fsrules.Within(path, r) && len(r) > len(root) {
+			root = r
+		}
+	}
+	switch root {
+	case "":
+		return "^" + regexQuote(path)
+	case "/":
+		return "^/" + caseless(path[1:])
+	}
+	return rootRE(root) + caseless(path[len(root):])
+}
+
 // denyWrites adds the denyWrite rules (and the read-denied paths inside
 // a writable root, which cannot be written either), in either case: a
 // path that does not exist yet is created under the name the command
@@ -787,7 +808,7 @@ func (p *profile) denyWrites(in ProfileInput, roots []string) {
 		if d.Dir {
 			end = "(/.*)?$"
 		}
-		deny = append(deny, [2]string{"regex", "^" + caseless(d.Path) + end})
+		deny = append(deny, [2]string{"regex", foldedBelow(d.Path, roots) + end})
 	}
 	p.rule("deny", "file-write*", deny)
 	var globs [][2]string
@@ -797,7 +818,7 @@ func (p *profile) denyWrites(in ProfileInput, roots []string) {
 		// pattern without * (names hold [ ] ? { } far more often) that
 		// does not escape its wildcards (then the regex is the literal).
 		if !strings.ContainsAny(g.Path, `*\`) {
-			globs = append(globs, [2]string{"regex", "^" + caseless(g.Path) + "(/.*)?$"})
+			globs = append(globs, [2]string{"regex", foldedBelow(g.Path, roots) + "(/.*)?$"})
 		}
 	}
 	p.rule("deny", "file-write*", globs)
