@@ -254,3 +254,71 @@ func TestUnsolicitedBytesNotOnStderr(t *testing.T) {
 		t.Errorf("the real value is in sbx's output:\n%s%s", stdout.String(), stderr.String())
 	}
 }
+
+// A credential file or denyRead folder the host replaces while a command
+// runs (git credential-store, an editor's save) detaches the sandbox's
+// mask over it; Landlock keeps the new one unreadable, and the files
+// around it readable. Before, the command read the new secret in clear.
+func TestReplacedMaskStaysUnreadable(t *testing.T) {
+	e := newEnv(t)
+	home, err := os.MkdirTemp("/var/tmp", "sbx-it-home-") // outside the private /tmp
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+	e.home = home
+	put := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(home, rel)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p+".new", []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(".git-credentials", "https://u:OLD-SECRET@git.example\n")
+	put("private/key", "OLD-SECRET\n")
+	put(".ssh/known_hosts", "PUBLIC-KNOWN-HOSTS\n")
+	settings := fmt.Sprintf(`{"sandbox":{"filesystem":{"denyRead":[%q]}}}`, filepath.Join(home, "private"))
+	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
+cat ~/.git-credentials ~/private/key > got.txt 2>&1; cat got.txt; cat ~/.ssh/known_hosts`
+	cmd := exec.Command(sbxBin, "run", "--settings", settings, "-c", script)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("no ready: %q", sc.Text())
+	}
+	put(".git-credentials", "https://u:NEW-SECRET@git.example\n")
+	os.MkdirAll(filepath.Join(home, "private.new"), 0o700)
+	os.WriteFile(filepath.Join(home, "private.new/key"), []byte("NEW-SECRET\n"), 0o600)
+	os.Rename(filepath.Join(home, "private"), filepath.Join(home, "private.old"))
+	if err := os.Rename(filepath.Join(home, "private.new"), filepath.Join(home, "private")); err != nil {
+		t.Fatal(err)
+	}
+	e.write("go", "")
+	io.Copy(&stdout, out)
+	cmd.Wait()
+	got, _ := os.ReadFile(e.path("got.txt"))
+	if strings.Contains(stdout.String(), "SECRET") || strings.Contains(string(got), "SECRET") {
+		t.Errorf("the command read a replaced secret:\nstdout: %s\ngot.txt on the host: %s", stdout.String(), got)
+	}
+	if !strings.Contains(stdout.String(), "PUBLIC-KNOWN-HOSTS") {
+		t.Errorf("a file beside a mask was not readable: %q (stderr %q)", stdout.String(), stderr.String())
+	}
+	for _, p := range []string{".git-credentials", "private"} {
+		if !strings.Contains(stderr.String(), filepath.Join(home, p)+" was replaced on the host during the run: the new one stayed unreadable") {
+			t.Errorf("no note of %s replaced: %q", p, stderr.String())
+		}
+	}
+}

@@ -430,7 +430,7 @@ func lockDownAndFork(spec *InitSpec, path string, argv []string, attr *syscall.P
 	abi, llErr := LandlockABI()
 	switch {
 	case llErr == nil:
-		if err := restrictWrites(abi, spec.Writable); err != nil {
+		if err := restrict(abi, spec); err != nil {
 			return 0, err
 		}
 	case spec.RequireLandlock:

@@ -111,6 +111,21 @@ type InitSpec struct {
 	// other path is read-only to it (best effort: only where the kernel has
 	// Landlock).
 	Writable []string `json:"writable"`
+	// Hidden are the paths the plan hides or masks where the host can
+	// detach the mask: outside the writable roots and the sandbox's own
+	// mounts (see ReadHiding). The kernel detaches a mount whose mount
+	// point the host replaces (git credential-store, an editor's save),
+	// and the path then shows the new file; so, where the kernel has
+	// Landlock, the command reads files only below the entries around
+	// them (readRoots): a file the host puts there is unreadable.
+	Hidden []string `json:"hidden,omitempty"`
+	// Readable are the paths the plan binds inside a hidden directory:
+	// readable.
+	Readable []string `json:"readable,omitempty"`
+	// Masks are the files bound over paths of Hidden (a credential file
+	// with its secrets masked, the empty file over a denyRead file):
+	// readable while the file at the path is still the mask.
+	Masks []MaskFile `json:"masks,omitempty"`
 	// ReadOnly are paths the init binds read-only onto themselves before it
 	// drops its capabilities (see SplitPlan).
 	ReadOnly []string `json:"readOnly,omitempty"`
@@ -146,6 +161,14 @@ type InitSpec struct {
 	// QuietFD, when set, is the helper's pipe for QuietReport (see the
 	// table).
 	QuietFD int `json:"quietFD,omitempty"`
+}
+
+// MaskFile is a mask of InitSpec.Masks: the file at Path is the mask
+// while it has this device and inode number (the file sbx bound there).
+type MaskFile struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
 }
 
 // InitCall is the command the init runs under its InitSpec; it travels

@@ -42,43 +42,78 @@ func writeAccess(abi int) uint64 {
 	return a
 }
 
-// restrictWrites limits the calling thread, and the processes it forks
-// afterwards, to writing below the given paths. Reads and execution are
-// left to the mount namespace.
+// restrict limits the calling thread, and the processes it forks
+// afterwards, to writing below spec.Writable; with spec.Hidden, also to
+// reading files only below those, below readRoots and in the masks that
+// are still where they were bound. Execution, and reads when nothing is
+// hidden, are left to the mount namespace.
 //
 // Preconditions: no_new_privs is set on the calling thread, and the
 // goroutine is locked to it.
-func restrictWrites(abi int, writable []string) error {
+func restrict(abi int, spec *InitSpec) error {
 	access := writeAccess(abi)
+	var roots []string
+	if len(spec.Hidden) > 0 {
+		access |= unix.LANDLOCK_ACCESS_FS_READ_FILE
+		var err error
+		if roots, err = readRoots(spec.Hidden, spec.Readable); err != nil {
+			return fmt.Errorf("landlock: %w", err)
+		}
+	}
 	attr := struct{ handledFS uint64 }{access}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
 	defer unix.Close(int(fd))
-	for _, p := range writable {
-		pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue
-			}
-			return fmt.Errorf("landlock: open %s: %w", p, err)
+	for _, p := range spec.Writable {
+		if err := addRule(int(fd), p, access, nil); err != nil {
+			return err
 		}
-		var st unix.Stat_t
-		rights := access
-		if err := unix.Fstat(pfd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			// Only file rights apply to a file.
-			rights &= unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	for _, p := range roots {
+		if err := addRule(int(fd), p, unix.LANDLOCK_ACCESS_FS_READ_FILE, nil); err != nil {
+			return err
 		}
-		rule := unix.LandlockPathBeneathAttr{Allowed_access: rights, Parent_fd: int32(pfd)}
-		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		unix.Close(pfd)
-		if errno != 0 {
-			return fmt.Errorf("landlock_add_rule %s: %w", p, errno)
+	}
+	for _, m := range spec.Masks {
+		if err := addRule(int(fd), m.Path, unix.LANDLOCK_ACCESS_FS_READ_FILE, &m); err != nil {
+			return err
 		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
 		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// addRule lets the ruleset fd grant rights below p (at p, for a file:
+// only the rights that apply to a file). A path gone meanwhile is left
+// out: nothing is below it; so is a mask whose path no longer shows it
+// (the host replaced the file there, which detached the mask).
+func addRule(fd int, p string, rights uint64, mask *MaskFile) error {
+	pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("landlock: open %s: %w", p, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return fmt.Errorf("landlock: stat %s: %w", p, err)
+	}
+	if mask != nil && (uint64(st.Dev) != mask.Dev || st.Ino != mask.Ino) {
+		return nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		rights &= unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_READ_FILE
+	}
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: rights, Parent_fd: int32(pfd)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("landlock_add_rule %s: %w", p, errno)
 	}
 	return nil
 }

@@ -142,6 +142,10 @@ func BuildPlan(in PlanInput) []Op {
 	return withMountPoints(ops, in.EmptyFile, pol)
 }
 
+// whyMountPoint is the Why of the operations that make a mount point
+// inside a hidden directory for a later bind.
+const whyMountPoint = "mount point"
+
 // withMountPoints makes, for a bind that lies under a hidden directory,
 // its mount point while the hiding tmpfs is still writable; then the tmpfs
 // is made read-only, then the bind is applied.
@@ -164,9 +168,9 @@ func withMountPoints(ops []Op, emptyFile string, pol *fsrules.Policy) []Op {
 			}
 			made = append(made, later.Dst)
 			if later.Kind == OpBind || (later.Kind == OpROBind && isDirOp(later, pol)) {
-				out = append(out, Op{Kind: OpDir, Dst: later.Dst, Why: "mount point"})
+				out = append(out, Op{Kind: OpDir, Dst: later.Dst, Why: whyMountPoint})
 			} else {
-				out = append(out, Op{Kind: OpROBind, Src: emptyFile, Dst: later.Dst, Why: "mount point"})
+				out = append(out, Op{Kind: OpROBind, Src: emptyFile, Dst: later.Dst, Why: whyMountPoint})
 			}
 		}
 		out = append(out, Op{Kind: OpRemountRO, Dst: op.Dst, Why: op.Why})
@@ -210,6 +214,88 @@ func isDirOp(op Op, pol *fsrules.Policy) bool {
 		}
 	}
 	return false
+}
+
+// Masks returns the paths the plan hides or masks (a denyRead file or
+// directory, a credential file shown with placeholders) that the host can
+// unmask: the kernel detaches a mount whose mount point the host removes
+// or renames over (git credential-store, an editor's save), and the
+// sandbox's path then shows the new file. That holds where the mount
+// point lies on a host file system the sandbox sees directly (the root,
+// a read-only bind of a host folder, a toolchain cache); not on the
+// overlay of a writable root (roots), a tmpfs of the sandbox's, its /proc
+// or its /dev.
+func Masks(plan []Op, roots []string) []string {
+	var out []string
+	for i, op := range plan {
+		mask := op.Kind == OpHide || op.Kind == OpROBind && op.Src != op.Dst
+		if mask && op.Why != whyMountPoint && onHost(plan[:i], op.Dst, roots) {
+			out = append(out, op.Dst)
+		}
+	}
+	return out
+}
+
+// onHost reports whether the mount point of a mount at p lies on a host
+// file system: the deepest operation of before that holds p (the plan is
+// ordered by depth) is none (the root), or a bind of a host path other
+// than a writable root's overlay.
+func onHost(before []Op, p string, roots []string) bool {
+	if fsrules.Within(p, "/proc") || fsrules.Within(p, "/dev") {
+		return false
+	}
+	for i := len(before) - 1; i >= 0; i-- {
+		op := before[i]
+		if op.Dst == p || !fsrules.Within(p, op.Dst) {
+			continue
+		}
+		switch op.Kind {
+		case OpDir, OpRemountRO: // no mount of its own
+			continue
+		case OpTmpfs, OpHide:
+			return false
+		case OpBind:
+			return !slices.Contains(roots, op.Dst) && op.Dst != "/tmp" // /tmp: the budget's stage
+		}
+		return true
+	}
+	return true
+}
+
+// ReadHiding returns what the init gives Landlock so that a host file
+// replaced during the run never shows through a mask (see
+// InitSpec.Hidden): the masks the host can detach (Masks) that lie
+// outside the paths writable (where Landlock grants reads with writes);
+// the bind operations among them that show a file, which stays readable
+// (a credential file with its secrets masked, the empty file over a
+// denyRead file); and what the plan binds inside a hidden directory
+// (allowRead, writable roots, sbx's sockets and binary), readable too.
+func ReadHiding(plan []Op, roots, writable []string) (hidden []string, files []Op, readable []string) {
+	inside := func(p string, dirs []string) bool {
+		return slices.ContainsFunc(dirs, func(d string) bool { return fsrules.Within(p, d) })
+	}
+	for _, m := range Masks(plan, roots) {
+		if !inside(m, writable) {
+			hidden = append(hidden, m)
+		}
+	}
+	var dirs []string
+	for _, op := range plan {
+		switch {
+		case op.Why == whyMountPoint || !slices.Contains(hidden, op.Dst):
+		case op.Kind == OpHide:
+			dirs = append(dirs, op.Dst)
+		case op.Kind == OpROBind && op.Src != op.Dst:
+			files = append(files, op)
+		}
+	}
+	for _, op := range plan {
+		shows := op.Kind == OpBind || op.Kind == OpROBind && op.Src == op.Dst
+		if shows && op.Why != whyMountPoint && !slices.Contains(dirs, op.Dst) && inside(op.Dst, dirs) {
+			readable = append(readable, op.Dst)
+		}
+	}
+	return hidden, files, readable
 }
 
 func hiddenBy(p string, deny []fsrules.Path) bool {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 )
@@ -150,3 +151,48 @@ func TestSplitPlanOnlyBelowSameView(t *testing.T) {
 		t.Errorf("bubblewrap ops %v, want the other three", bw)
 	}
 }
+
+// Only a mask whose mount point lies on a host file system the sandbox
+// sees directly can be detached by the host; Landlock keeps those that
+// lie outside the writable paths unreadable, and reads the masks' files
+// and what is bound inside a hidden directory.
+func TestReadHiding(t *testing.T) {
+	p := func(path string, dir bool) fsrules.Path {
+		return fsrules.Path{Path: path, Exists: true, Dir: dir, Origin: "test"}
+	}
+	plan := BuildPlan(PlanInput{
+		Policy: &fsrules.Policy{
+			Workspace: "/tmp/a/w",
+			Writable:  []fsrules.Path{p("/tmp/a/w", true), p("/h/proj", true), p("/h/.config/app", true)},
+			Caches:    []fsrules.Path{p("/h/.cache/go", true)},
+			DenyRead: []fsrules.Path{p("/h/.npmrc", false), p("/h/.ssh", true), p("/h/proj/.env", false),
+				p("/h/proj/keys", true), p("/tmp/a/secret", false), p("/h/.cache/go/token", false),
+				p("/h/.config", true), p("/proc/kcore", false)},
+			AllowRead: []fsrules.Path{p("/h/.config/gh", true), p("/h/.config/git/config", false)},
+		},
+		Masked:    map[string]string{"/h/.npmrc": "/state/run/masked-0"},
+		EmptyFile: "/state/run/empty",
+		Exe:       "/h/.config/sbx/sbx",
+		StateDir:  "/h/.local/state/sbx",
+	})
+	roots := []string{"/tmp/a/w", "/h/proj", "/h/.config/app"}
+	wantMasks := []string{"/h/.config", "/h/.local/state/sbx", "/h/.npmrc", "/h/.ssh", "/h/.cache/go/token", "/tmp/a/secret"}
+	if diff := cmp.Diff(wantMasks, Masks(plan, roots), sortStrings); diff != "" {
+		t.Errorf("Masks (-want +got):\n%s", diff)
+	}
+	writable := append([]string{"/dev", "/tmp", "/h/.cache/go"}, roots...)
+	hidden, files, readable := ReadHiding(plan, roots, writable)
+	want := []string{"/h/.config", "/h/.local/state/sbx", "/h/.npmrc", "/h/.ssh"}
+	if diff := cmp.Diff(want, hidden, sortStrings); diff != "" {
+		t.Errorf("hidden (-want +got):\n%s", diff)
+	}
+	if len(files) != 1 || files[0].Src != "/state/run/masked-0" || files[0].Dst != "/h/.npmrc" {
+		t.Errorf("mask files = %+v, want the masked /h/.npmrc", files)
+	}
+	want = []string{"/h/.config/app", "/h/.config/gh", "/h/.config/git/config", "/h/.config/sbx/sbx"}
+	if diff := cmp.Diff(want, readable, sortStrings); diff != "" {
+		t.Errorf("readable (-want +got):\n%s", diff)
+	}
+}
+
+var sortStrings = cmpopts.SortSlices(func(a, b string) bool { return a < b })

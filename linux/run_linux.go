@@ -297,7 +297,7 @@ func (r *run) buildPlan() error {
 		StateDir:      realDir(r.e.StateDir),
 	}
 	r.plan = BuildPlan(in)
-	r.hidden = hiddenIDs(r.plan)
+	r.hidden = hiddenIDs(r.plan, r.roots())
 	if r.budgetStage != "" && s.Limits.Soft(pipeline.LimitDisk) {
 		// A default budget the host cannot set up: the writes are staged
 		// on disk, /tmp stays bounded.
@@ -401,8 +401,11 @@ type run struct {
 	// hidden are the identities of the host paths the plan hides or masks
 	// when it was built (hiddenIDs).
 	hidden map[string]hiddenID
-	rec    *record
-	res    *pipeline.Result
+	// readHidden are the hidden paths Landlock keeps unreadable to the
+	// command whatever the host puts there (see InitSpec.Hidden).
+	readHidden []string
+	rec        *record
+	res        *pipeline.Result
 	// proxy serves the sandbox's network; proxySocket is its Unix socket.
 	proxy       *proxy.Server
 	proxySocket string
@@ -826,12 +829,32 @@ func writeMasked(runDir string, files []pipeline.MaskedFile) (map[string]string,
 	return out, nil
 }
 
+// roots are the paths of the run's writable roots (each an overlay).
+func (r *run) roots() []string {
+	var out []string
+	for _, w := range r.spec.FS.Writable {
+		out = append(out, w.Path)
+	}
+	return out
+}
+
 // initSpec is the init's part of the run; with root, the read-only binds
 // move from bubblewrap's plan to the init (see SplitPlan).
 func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	writable := []string{"/dev", "/tmp"}
 	for _, w := range append(slices.Clone(r.spec.FS.Writable), r.spec.FS.Caches...) {
 		writable = append(writable, w.Path)
+	}
+	hidden, files, readable := ReadHiding(plan, r.roots(), writable)
+	if _, err := LandlockABI(); err == nil {
+		r.readHidden = hidden
+	}
+	var masks []MaskFile
+	for _, op := range files {
+		var st unix.Stat_t
+		if err := unix.Stat(op.Src, &st); err == nil {
+			masks = append(masks, MaskFile{Path: op.Dst, Dev: uint64(st.Dev), Ino: st.Ino})
+		}
 	}
 	// The init can make its read-only binds only where the sandbox's user
 	// namespace owns its mount namespace: when sbx runs as root. For other
@@ -841,7 +864,7 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	if os.Getuid() == 0 {
 		plan, readOnly = SplitPlan(plan)
 	}
-	init := InitSpec{Writable: writable,
+	init := InitSpec{Writable: writable, Hidden: hidden, Readable: readable, Masks: masks,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil,
 		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets}
 	for _, c := range r.spec.FS.Caches {

@@ -56,19 +56,13 @@ func hostIDs(r *run) map[string]fileID {
 }
 
 // hiddenIDs records the identity of each host path the plan hides or
-// masks (a denyRead file or directory, a credential file shown with
-// placeholders). The kernel detaches a mount whose mount point another
-// mount namespace removes or renames over: when the host replaces such a
-// file (git credential-store, an editor's save, rm and create), the
-// sandbox's path shows the new file, real content and all, until the
-// sandbox ends. A warm sandbox with one of them replaced since its launch
-// is stale (not used); a run during which one was replaced says so.
-func hiddenIDs(plan []Op) map[string]hiddenID {
+// masks where the host can unmask it (see Masks): when the host replaces
+// one, a warm sandbox launched before is stale (not used), and a run
+// during which it happened says so.
+func hiddenIDs(plan []Op, roots []string) map[string]hiddenID {
 	ids := map[string]hiddenID{}
-	for _, op := range plan {
-		if op.Kind == OpHide || op.Kind == OpROBind && op.Src != op.Dst {
-			ids[op.Dst] = statHidden(op.Dst)
-		}
+	for _, p := range Masks(plan, roots) {
+		ids[p] = statHidden(p)
 	}
 	return ids
 }
@@ -100,7 +94,11 @@ func statHidden(p string) hiddenID {
 func (r *run) unhidden() []string {
 	var out []string
 	for p, id := range r.hidden {
-		if statHidden(p) != id {
+		switch {
+		case statHidden(p) == id:
+		case slices.Contains(r.readHidden, p):
+			out = append(out, p+" was replaced on the host during the run: the new one stayed unreadable to the command (Landlock), as did anything else put beside it since the start")
+		default:
 			out = append(out, p+" was replaced on the host during the run: the sandbox may have seen its new content unmasked (the kernel detaches a mount whose mount point is replaced)")
 		}
 	}

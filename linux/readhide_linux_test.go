@@ -1,0 +1,173 @@
+package linux
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestReadRoots(t *testing.T) {
+	d := t.TempDir()
+	for _, f := range []string{"home/.npmrc", "home/plain", "home/sub/x", "home/.ssh/id", "home/.config/gh/hosts", "home/.config/other", "w/a"} {
+		mkfile(t, filepath.Join(d, f), "x")
+	}
+	os.Symlink(filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/link"))
+	os.Symlink(filepath.Join(d, "home"), filepath.Join(d, "via"))
+	hidden := []string{filepath.Join(d, "via/.npmrc"), filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/.config")}
+	readable := []string{filepath.Join(d, "home/.config/gh")}
+	roots, err := readRoots(hidden, readable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"home/plain", "home/sub", "home/.config/gh", "w"} {
+		if !slices.Contains(roots, filepath.Join(d, want)) {
+			t.Errorf("%s not a root: %q", want, roots)
+		}
+	}
+	// Neither the hidden paths, nor the directories that hold them, nor
+	// links (the link through which a hidden path was named included).
+	for _, not := range []string{"home/.npmrc", "home/.ssh", "home", "home/link", "via", "home/.config", ""} {
+		if slices.Contains(roots, filepath.Join(d, not)) {
+			t.Errorf("%s is a root: %q", not, roots)
+		}
+	}
+	for _, r := range roots {
+		for _, h := range []string{"home/.npmrc", "home/.ssh"} {
+			if strings.HasPrefix(filepath.Join(d, h), r+"/") {
+				t.Errorf("root %s holds %s", r, h)
+			}
+		}
+	}
+}
+
+func mkfile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const restrictSpecEnv = "SBX_TEST_RESTRICT_SPEC"
+
+// On this host's kernel: with paths hidden, the restricted process reads
+// the files around them and a mask still in place, but not a hidden path,
+// a mask that is not the file sbx bound, nor a file the host puts beside
+// them (or over a mask) after the rules were made.
+func TestRestrictKeepsReplacedFilesUnreadable(t *testing.T) {
+	if _, err := LandlockABI(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Landlock: %v", err)
+		}
+		t.Skipf("no Landlock: %v", err)
+	}
+	d := t.TempDir()
+	home, w := filepath.Join(d, "home"), filepath.Join(d, "w")
+	for _, f := range []string{"home/.npmrc", "home/other-mask", "home/plain", "home/sub/x", "home/.ssh/id", "w/a"} {
+		mkfile(t, filepath.Join(d, f), "content")
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(home, ".npmrc"), &st); err != nil {
+		t.Fatal(err)
+	}
+	spec := InitSpec{
+		Writable: []string{w},
+		Hidden:   []string{filepath.Join(home, ".npmrc"), filepath.Join(home, "other-mask"), filepath.Join(home, ".ssh")},
+		Masks: []MaskFile{{Path: filepath.Join(home, ".npmrc"), Dev: uint64(st.Dev), Ino: st.Ino},
+			{Path: filepath.Join(home, "other-mask"), Dev: uint64(st.Dev), Ino: st.Ino}},
+	}
+	b, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRestrictHelper$")
+	cmd.Env = append(os.Environ(), restrictSpecEnv+"="+string(b))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	sc := bufio.NewScanner(out)
+	read := func(paths ...string) map[string]bool {
+		fmt.Fprintln(in, strings.Join(paths, "\x00"))
+		got := map[string]bool{}
+		for range paths {
+			if !sc.Scan() {
+				t.Fatalf("helper: no answer")
+			}
+			p, res, _ := strings.Cut(sc.Text(), "\x00")
+			got[p] = res == "ok"
+		}
+		return got
+	}
+	check := func(got map[string]bool, rel string, want bool) {
+		t.Helper()
+		if got[filepath.Join(d, rel)] != want {
+			t.Errorf("%s readable = %v, want %v", rel, !want, want)
+		}
+	}
+	p := func(rel string) string { return filepath.Join(d, rel) }
+	got := read(p("home/.npmrc"), p("home/other-mask"), p("home/plain"), p("home/sub/x"), p("home/.ssh/id"), p("w/a"))
+	check(got, "home/.npmrc", true)
+	check(got, "home/other-mask", false)
+	check(got, "home/plain", true)
+	check(got, "home/sub/x", true)
+	check(got, "home/.ssh/id", false)
+	check(got, "w/a", true)
+	// The host replaces the mask's path and puts a new file beside it.
+	mkfile(t, p("home/.npmrc.new"), "SECRET")
+	if err := os.Rename(p("home/.npmrc.new"), p("home/.npmrc")); err != nil {
+		t.Fatal(err)
+	}
+	mkfile(t, p("home/new"), "SECRET")
+	got = read(p("home/.npmrc"), p("home/new"), p("home/plain"))
+	check(got, "home/.npmrc", false)
+	check(got, "home/new", false)
+	check(got, "home/plain", true)
+	in.Close()
+}
+
+// TestRestrictHelper is TestRestrictKeepsReplacedFilesUnreadable's
+// restricted process: it reads the NUL-separated paths of each line of
+// stdin and answers one line per path.
+func TestRestrictHelper(t *testing.T) {
+	raw := os.Getenv(restrictSpecEnv)
+	if raw == "" {
+		t.Skip("the helper of TestRestrictKeepsReplacedFilesUnreadable")
+	}
+	var spec InitSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread() // the rules hold for this thread only
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	abi, err := LandlockABI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restrict(abi, &spec); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		for _, p := range strings.Split(sc.Text(), "\x00") {
+			res := "ok"
+			if _, err := os.ReadFile(p); err != nil {
+				res = err.Error()
+			}
+			fmt.Printf("%s\x00%s\n", p, res)
+		}
+	}
+}
