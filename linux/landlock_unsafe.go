@@ -5,6 +5,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -52,13 +53,8 @@ func writeAccess(abi int) uint64 {
 // goroutine is locked to it.
 func restrict(abi int, spec *InitSpec) error {
 	access := writeAccess(abi)
-	var roots []string
 	if len(spec.Hidden) > 0 {
 		access |= unix.LANDLOCK_ACCESS_FS_READ_FILE
-		var err error
-		if roots, err = readRoots(spec.Hidden, spec.Readable); err != nil {
-			return fmt.Errorf("landlock: %w", err)
-		}
 	}
 	attr := struct{ handledFS uint64 }{access}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
@@ -67,17 +63,20 @@ func restrict(abi int, spec *InitSpec) error {
 	}
 	defer unix.Close(int(fd))
 	for _, p := range spec.Writable {
-		if err := addRule(int(fd), p, access, nil); err != nil {
+		if err := addRule(int(fd), unix.AT_FDCWD, p, p, access, nil); err != nil {
 			return err
 		}
 	}
-	for _, p := range roots {
-		if err := addRule(int(fd), p, unix.LANDLOCK_ACCESS_FS_READ_FILE, nil); err != nil {
+	if len(spec.Hidden) > 0 {
+		err := readRoots(spec.Hidden, spec.Readable, func(dirfd int, dir, name string) error {
+			return addRule(int(fd), dirfd, name, filepath.Join(dir, name), unix.LANDLOCK_ACCESS_FS_READ_FILE, nil)
+		})
+		if err != nil {
 			return err
 		}
 	}
 	for _, m := range spec.Masks {
-		if err := addRule(int(fd), m.Path, unix.LANDLOCK_ACCESS_FS_READ_FILE, &m); err != nil {
+		if err := addRule(int(fd), unix.AT_FDCWD, m.Path, m.Path, unix.LANDLOCK_ACCESS_FS_READ_FILE, &m); err != nil {
 			return err
 		}
 	}
@@ -87,17 +86,19 @@ func restrict(abi int, spec *InitSpec) error {
 	return nil
 }
 
-// addRule lets the ruleset fd grant rights below p (at p, for a file:
-// only the rights that apply to a file). A path gone meanwhile is left
-// out: nothing is below it; so is a mask whose path no longer shows it
-// (the host replaced the file there, which detached the mask).
-func addRule(fd int, p string, rights uint64, mask *MaskFile) error {
-	pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+// addRule lets the ruleset fd grant rights below name, relative to dirfd
+// (at it, for a file: only the rights that apply to a file); errors name
+// it shown. A path gone
+// meanwhile is left out: nothing is below it; so is a mask whose path no
+// longer shows it (the host replaced the file there, which detached the
+// mask).
+func addRule(fd, dirfd int, name, shown string, rights uint64, mask *MaskFile) error {
+	pfd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		return fmt.Errorf("landlock: open %s: %w", p, err)
+		return fmt.Errorf("landlock: open %s: %w", shown, err)
 	}
 	defer unix.Close(pfd)
 	// Reading files is a right a rule may give a file too: no need to
@@ -106,7 +107,7 @@ func addRule(fd int, p string, rights uint64, mask *MaskFile) error {
 	if mask != nil || rights&^fileRights != 0 {
 		var st unix.Stat_t
 		if err := unix.Fstat(pfd, &st); err != nil {
-			return fmt.Errorf("landlock: stat %s: %w", p, err)
+			return fmt.Errorf("landlock: stat %s: %w", shown, err)
 		}
 		if mask != nil && (uint64(st.Dev) != mask.Dev || st.Ino != mask.Ino) {
 			return nil
@@ -118,7 +119,7 @@ func addRule(fd int, p string, rights uint64, mask *MaskFile) error {
 	rule := unix.LandlockPathBeneathAttr{Allowed_access: rights, Parent_fd: int32(pfd)}
 	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 	if errno != 0 {
-		return fmt.Errorf("landlock_add_rule %s: %w", p, errno)
+		return fmt.Errorf("landlock_add_rule %s: %w", shown, errno)
 	}
 	return nil
 }

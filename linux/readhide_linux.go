@@ -4,23 +4,25 @@ package linux
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
-// readRoots returns the paths below which Landlock lets the command read
-// files when the paths hidden must stay unreadable whatever the host puts
-// there: in every directory above a hidden path, each entry that neither
-// is one nor holds one, and the readable paths that hold none (a mask
-// among them: the rule is on the mask's file, not on what the host may
-// put at its path). A file
-// the host makes or renames into such a directory during the run (over a
-// mask, which the kernel then detaches) is below no root: unreadable.
-// Symbolic links are left out: what one points to is read through its
-// own path. Paths are taken as the sandbox sees them (called in it).
-func readRoots(hidden, readable []string) ([]string, error) {
+// readRoots calls add for each path below which Landlock lets the
+// command read files when the paths hidden must stay unreadable whatever
+// the host puts there: in every directory above a hidden path, each entry
+// that neither is one nor holds one (add gets the directory, open as
+// dirfd, and the entry's name), and each readable path that holds none
+// (dirfd is AT_FDCWD, and name the path). A file the host makes or
+// renames into such a directory during the run (over a mask, which the
+// kernel then detaches) is below no root: unreadable. Symbolic links are
+// left out: what one points to is read through its own path. Paths are
+// taken as the sandbox sees them (called in it).
+func readRoots(hidden, readable []string, add func(dirfd int, dir, name string) error) error {
 	above := map[string]bool{}
 	isHidden := map[string]bool{}
 	for _, h := range hidden {
@@ -33,31 +35,49 @@ func readRoots(hidden, readable []string) ([]string, error) {
 			}
 		}
 	}
-	var roots []string
 	for _, r := range readable {
 		if r = resolvedParent(r); !above[r] {
-			roots = append(roots, r)
-		}
-	}
-	for d := range above {
-		entries, err := os.ReadDir(d)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			// What the host makes there later is below no root; so is
-			// what the caller may not list (nor, most likely, read).
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			p := filepath.Join(d, e.Name())
-			if e.Type() != fs.ModeSymlink && !above[p] && !isHidden[p] {
-				roots = append(roots, p)
+			if err := add(unix.AT_FDCWD, "", r); err != nil {
+				return err
 			}
 		}
 	}
-	slices.Sort(roots)
-	return roots, nil
+	for d := range above {
+		if err := entryRoots(d, above, isHidden, add); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entryRoots calls add for each entry of the directory d that is not a
+// symbolic link, in above or in hidden.
+func entryRoots(d string, above, hidden map[string]bool, add func(dirfd int, dir, name string) error) error {
+	f, err := os.Open(d)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		// What the host makes there later is below no root; so is what
+		// the caller may not list (nor, most likely, read).
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1) // unsorted
+	if err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	fd := int(f.Fd())
+	for _, e := range entries {
+		p := filepath.Join(d, e.Name())
+		if e.Type() == fs.ModeSymlink || above[p] || hidden[p] {
+			continue
+		}
+		if err := add(fd, d, e.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolvedParent is p with the symbolic links of its directory resolved

@@ -24,7 +24,14 @@ func TestReadRoots(t *testing.T) {
 	os.Symlink(filepath.Join(d, "home"), filepath.Join(d, "via"))
 	hidden := []string{filepath.Join(d, "via/.npmrc"), filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/.config")}
 	readable := []string{filepath.Join(d, "home/.config/gh")}
-	roots, err := readRoots(hidden, readable)
+	var roots []string
+	err := readRoots(hidden, readable, func(dirfd int, dir, name string) error {
+		if dirfd != unix.AT_FDCWD {
+			name = filepath.Join(dir, name)
+		}
+		roots = append(roots, name)
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
