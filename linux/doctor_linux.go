@@ -196,12 +196,12 @@ func checkLandlock(required bool) Check {
 	c := Check{Name: "landlock", Required: required}
 	abi, err := LandlockABI()
 	if err != nil {
-		c.Detail = err.Error() + "; the mount namespace alone enforces the filesystem policy"
+		c.Detail = err.Error() + "; the mount namespace alone enforces the filesystem policy, and a hidden or masked file the host replaces during a run shows its new content to the running command"
 		c.Fix = "boot a kernel with landlock in lsm= (5.13+)"
 		return c
 	}
 	c.OK = true
-	c.Detail = fmt.Sprintf("ABI %d: writes restricted to the writable roots, as a second layer", abi)
+	c.Detail = fmt.Sprintf("ABI %d: writes restricted to the writable roots, as a second layer; reads kept off what the host puts over a hidden or masked path during a run", abi)
 	return c
 }
 
