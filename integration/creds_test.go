@@ -322,3 +322,38 @@ cat ~/.git-credentials ~/private/key > got.txt 2>&1; cat got.txt; cat ~/.ssh/kno
 		}
 	}
 }
+
+// A denyRead folder in the workspace lies on the overlay, which a swap on
+// the host can unmask (documented): sbx says so after the run. Before,
+// a mask on an overlay was taken for one no host change could reach, and
+// nothing was said.
+func TestHiddenPathInWorkspaceSwappedIsReported(t *testing.T) {
+	e := newEnv(t)
+	e.write("sdir/k", "OLD\n")
+	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; stat sdir.old >/dev/null 2>&1; cat sdir/k 2>&1; true`
+	cmd := exec.Command(sbxBin, "run", "--deny-read", e.path("sdir"), "-c", script)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("no ready: %q", sc.Text())
+	}
+	if err := os.Rename(e.path("sdir"), e.path("sdir.old")); err != nil {
+		t.Fatal(err)
+	}
+	e.write("sdir/k", "NEW\n")
+	e.write("go", "")
+	io.Copy(io.Discard, out)
+	cmd.Wait()
+	if !strings.Contains(stderr.String(), e.path("sdir")+" was replaced on the host during the run") {
+		t.Errorf("no note of the swapped folder: %q", stderr.String())
+	}
+}

@@ -297,7 +297,7 @@ func (r *run) buildPlan() error {
 		StateDir:      realDir(r.e.StateDir),
 	}
 	r.plan = BuildPlan(in)
-	r.hidden = hiddenIDs(r.plan, r.roots())
+	r.hidden = hiddenIDs(r.plan)
 	if r.budgetStage != "" && s.Limits.Soft(pipeline.LimitDisk) {
 		// A default budget the host cannot set up: the writes are staged
 		// on disk, /tmp stays bounded.

@@ -56,13 +56,20 @@ func hostIDs(r *run) map[string]fileID {
 }
 
 // hiddenIDs records the identity of each host path the plan hides or
-// masks where the host can unmask it (see Masks): when the host replaces
-// one, a warm sandbox launched before is stale (not used), and a run
-// during which it happened says so.
-func hiddenIDs(plan []Op, roots []string) map[string]hiddenID {
+// masks (a denyRead file or directory, a credential file shown with
+// placeholders): when the host replaces or moves one, a warm sandbox
+// launched before is stale (not used), and a run during which it
+// happened says so. A mask follows a path, not a file: the kernel
+// detaches a mount whose mount point the host replaces, and on a
+// writable root's overlay the old file or directory shows under the new
+// name the host gives it (and the new one at the old name, once the old
+// directory is looked up by its new name).
+func hiddenIDs(plan []Op) map[string]hiddenID {
 	ids := map[string]hiddenID{}
-	for _, p := range Masks(plan, roots) {
-		ids[p] = statHidden(p)
+	for _, op := range plan {
+		if (op.Kind == OpHide || op.Kind == OpROBind && op.Src != op.Dst) && op.Why != whyMountPoint {
+			ids[op.Dst] = statHidden(op.Dst)
+		}
 	}
 	return ids
 }
@@ -99,7 +106,7 @@ func (r *run) unhidden() []string {
 		case slices.Contains(r.readHidden, p):
 			out = append(out, p+" was replaced on the host during the run: the new one stayed unreadable to the command (Landlock), as did anything else put beside it since the start")
 		default:
-			out = append(out, p+" was replaced on the host during the run: the sandbox may have seen its new content unmasked (the kernel detaches a mount whose mount point is replaced)")
+			out = append(out, p+" was replaced on the host during the run: the sandbox may have seen it unmasked (its new content, or the old one under the name the host gave it: a mask follows a path, not a file)")
 		}
 	}
 	slices.Sort(out)
