@@ -258,8 +258,18 @@ func TestUnsolicitedBytesNotOnStderr(t *testing.T) {
 // A credential file or denyRead folder the host replaces while a command
 // runs (git credential-store, an editor's save) detaches the sandbox's
 // mask over it; Landlock keeps the new one unreadable, and the files
-// around it readable. Before, the command read the new secret in clear.
+// around it readable, whether the init starts the command or the limits
+// stub does. Before, the command read the new secret in clear.
 func TestReplacedMaskStaysUnreadable(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		flags []string
+	}{{"direct", nil}, {"limits stub", []string{"--max-cpu", "10m"}}} {
+		t.Run(tt.name, func(t *testing.T) { replacedMaskStaysUnreadable(t, tt.flags) })
+	}
+}
+
+func replacedMaskStaysUnreadable(t *testing.T, flags []string) {
 	e := newEnv(t)
 	home, err := os.MkdirTemp("/var/tmp", "sbx-it-home-") // outside the private /tmp
 	if err != nil {
@@ -284,7 +294,7 @@ func TestReplacedMaskStaysUnreadable(t *testing.T) {
 	settings := fmt.Sprintf(`{"sandbox":{"filesystem":{"denyRead":[%q]}}}`, filepath.Join(home, "private"))
 	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
 cat ~/.git-credentials ~/private/key > got.txt 2>&1; cat got.txt; cat ~/.ssh/known_hosts`
-	cmd := exec.Command(sbxBin, "run", "--settings", settings, "-c", script)
+	cmd := exec.Command(sbxBin, append(append([]string{"run", "--settings", settings}, flags...), "-c", script)...)
 	cmd.Dir, cmd.Env = e.ws, e.environ()
 	var stdout, stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -297,6 +297,48 @@ func TestReplacedDenyReadFile(t *testing.T) {
 	}
 }
 
+// A warm sandbox's read rules are made when its call comes: a file the
+// host saves by rename (git config --global) or makes in the home while
+// the sandbox waits is readable to the call. Before, the rules were made
+// when the sandbox was launched, and the call's git failed on
+// ~/.gitconfig (a red-team pass).
+func TestWarmCallReadsWhatTheHostSavedMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	home, err := os.MkdirTemp("/var/tmp", "sbx-it-home-") // outside the private /tmp
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+	e.home = home
+	save := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(home, rel)
+		if err := os.WriteFile(p+".lock", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".lock", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(".gitconfig", "[user]\n\tname = First\n")
+	save(".npmrc", "//registry.example/:_authToken=npm_OLDSECRETaaaaaaaaaaaaaaaaaaaaaaaa\n")
+	srv := e.startServe()
+	const call = `{"type":"tool_use","id":"r%d","name":"Bash","input":{"command":"cat ~/.gitconfig ~/made-meanwhile; echo done"}}`
+	fmt.Fprintf(srv.in, call+"\n", 1)
+	if !srv.out.Scan() || !strings.Contains(srv.out.Text(), "First") {
+		t.Fatalf("first call: %q", srv.out.Text())
+	}
+	time.Sleep(500 * time.Millisecond) // the next sandbox launched
+	save(".gitconfig", "[user]\n\tname = Second\n")
+	save("made-meanwhile", "MADE\n")
+	fmt.Fprintf(srv.in, call+"\n", 2)
+	if !srv.out.Scan() || !strings.Contains(srv.out.Text(), "Second") || !strings.Contains(srv.out.Text(), "MADE") {
+		t.Errorf("the call after the host saved: %q (stderr %q)", srv.out.Text(), srv.stderr.String())
+	}
+	srv.in.Close()
+	srv.cmd.Wait()
+}
+
 // Once nobody reads serve's results (its stdout closed), it runs nothing
 // more: the result it could not write ends it. Before, the next call
 // still ran.

@@ -190,11 +190,19 @@ func (ir *initRun) startCommand() (pid, code int, err error) {
 		stub.kill()
 		return 0, code, err
 	}
+	readFD, err := readRules(&ir.spec)
+	if err != nil {
+		stub.kill()
+		return 0, ExitInitFailed, err
+	}
+	if readFD >= 0 {
+		defer unix.Close(readFD)
+	}
 	if stub != nil {
-		err = stub.send(stubCall{Path: path, Argv: c.Argv, Env: c.Env, Dir: c.Dir})
+		err = stub.send(stubCall{Path: path, Argv: c.Argv, Env: c.Env, Dir: c.Dir}, readFD)
 		pid = stub.pid
 	} else {
-		pid, err = startLocked(&ir.spec, path, c.Argv, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}})
+		pid, err = startLocked(&ir.spec, path, c.Argv, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}}, readFD)
 	}
 	if err != nil {
 		stub.kill()
@@ -246,10 +254,13 @@ func startStub(spec *InitSpec) (*stubProc, error) {
 	}
 	// Run by /proc/self/exe: the init may run from a memfd, whose name
 	// (Executable) is no path.
-	r, w, err := os.Pipe()
+	// A socket, not a pipe: the command's read rules come over it as a
+	// descriptor (stubProc.send).
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("limits stub: %w", err)
 	}
+	r, w := os.NewFile(uintptr(fds[0]), "stub"), os.NewFile(uintptr(fds[1]), "stub")
 	defer r.Close()
 	hold := "0"
 	files := []uintptr{0, 1, 2, r.Fd()}
@@ -259,7 +270,7 @@ func startStub(spec *InitSpec) (*stubProc, error) {
 	}
 	argv := []string{self, RlimitArg, strconv.FormatUint(spec.CPUSeconds, 10), strconv.FormatUint(spec.OpenFiles, 10),
 		strconv.FormatUint(spec.Procs, 10), strconv.FormatUint(spec.DataBytes, 10), hold}
-	pid, err := startLocked(spec, "/proc/self/exe", argv, &syscall.ProcAttr{Dir: "/", Env: []string{}, Files: files})
+	pid, err := startLocked(spec, "/proc/self/exe", argv, &syscall.ProcAttr{Dir: "/", Env: []string{}, Files: files}, -1)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("limits stub: %w", err)
@@ -276,10 +287,39 @@ func startStub(spec *InitSpec) (*stubProc, error) {
 	return st, nil
 }
 
-// send gives the stub the command to exec.
-func (st *stubProc) send(c stubCall) error {
+// The byte before the stub's call: whether the command's read rules come
+// with it, as a descriptor.
+const (
+	stubNoRules   = 'N'
+	stubReadRules = 'R'
+)
+
+// send gives the stub the command to exec, after a byte that carries
+// the command's read rules (readFD; -1: none).
+func (st *stubProc) send(c stubCall, readFD int) error {
 	defer st.w.Close()
+	head, oob := []byte{stubNoRules}, []byte(nil)
+	if readFD >= 0 {
+		head, oob = []byte{stubReadRules}, unix.UnixRights(readFD)
+	}
+	if err := unix.Sendmsg(int(st.w.Fd()), head, oob, nil, 0); err != nil {
+		return fmt.Errorf("limits stub: %w", err)
+	}
 	return writeCall(st.w, c)
+}
+
+// readRules is the ruleset of the command's reads (readRuleset), made
+// when its call has come; -1 when it has none or the kernel has no
+// Landlock (lockDownAndFork refuses that when Landlock is required).
+func readRules(spec *InitSpec) (int, error) {
+	if _, err := LandlockABI(); err != nil {
+		return -1, nil
+	}
+	fd, err := readRuleset(spec)
+	if err != nil {
+		return -1, fmt.Errorf("landlock: read rules: %w", err)
+	}
+	return fd, nil
 }
 
 // kill stops a stub that will run nothing (nil: none).
@@ -408,7 +448,7 @@ func lookPath(argv0 string, env []string) (string, int, error) {
 // process group of its own, while the init's other threads stay free to
 // keep serving (signals now, the network bridge later). The thread is
 // never unlocked, so the runtime retires it when the goroutine ends.
-func startLocked(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+func startLocked(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr, readFD int) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -416,22 +456,27 @@ func startLocked(spec *InitSpec, path string, argv []string, attr *syscall.ProcA
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		pid, err := lockDownAndFork(spec, path, argv, attr)
+		pid, err := lockDownAndFork(spec, path, argv, attr, readFD)
 		done <- result{pid, err}
 	}()
 	r := <-done
 	return r.pid, r.err
 }
 
-func lockDownAndFork(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+func lockDownAndFork(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr, readFD int) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
 	abi, llErr := LandlockABI()
 	switch {
 	case llErr == nil:
-		if err := restrict(abi, spec); err != nil {
+		if err := restrictWrites(abi, spec.Writable); err != nil {
 			return 0, err
+		}
+		if readFD >= 0 {
+			if err := restrictSelf(readFD); err != nil {
+				return 0, err
+			}
 		}
 	case spec.RequireLandlock:
 		return 0, fmt.Errorf("landlock required but unavailable: %w", llErr)
@@ -520,10 +565,11 @@ func RlimitExec(args []string) int {
 			return ExitInitFailed
 		}
 	}
+	readFD, ok := recvRules(3)
 	var c stubCall
 	got, err := readCall(os.NewFile(3, "command"), &c)
 	unix.Close(3)
-	if !got || err != nil || len(c.Argv) == 0 {
+	if !ok || !got || err != nil || len(c.Argv) == 0 {
 		return ExitInitFailed // the init had no command for it (and said why)
 	}
 	if err := unix.Chdir(c.Dir); err != nil {
@@ -534,9 +580,45 @@ func RlimitExec(args []string) int {
 		fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
 		return ExitInitFailed
 	}
+	if readFD >= 0 {
+		if err := restrictSelf(readFD); err != nil {
+			fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
+			return ExitInitFailed
+		}
+		unix.Close(readFD)
+	}
 	err = unix.Exec(c.Path, c.Argv, c.Env)
 	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", c.Argv[0], err)
 	return ExitCannotExec
+}
+
+// recvRules reads the byte before the stub's call on fd, and the
+// descriptor of the read rules it says it carries (-1: none); ok is
+// false at the end of the stream (no call comes) or when the rules said
+// to come did not.
+func recvRules(fd int) (readFD int, ok bool) {
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, flags, _, err := unix.Recvmsg(fd, b[:], oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || n != 1 || flags&unix.MSG_CTRUNC != 0 {
+		return -1, false
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	var fds []int
+	if err == nil && len(msgs) == 1 {
+		fds, err = unix.ParseUnixRights(&msgs[0])
+	}
+	switch {
+	case b[0] == stubNoRules && oobn == 0:
+		return -1, true
+	case b[0] == stubReadRules && err == nil && len(fds) == 1:
+		return fds[0], true
+	}
+	for _, f := range fds {
+		unix.Close(f)
+	}
+	fmt.Fprintln(os.Stderr, "sbx: the limits stub got no read rules it was told of; not run")
+	return -1, false
 }
 
 // parseStubArgs reads the stub's CPU NOFILE NPROC DATA HOLD.

@@ -43,44 +43,77 @@ func writeAccess(abi int) uint64 {
 	return a
 }
 
-// restrict limits the calling thread, and the processes it forks
-// afterwards, to writing below spec.Writable; with spec.Hidden, also to
-// reading files only below those, below readRoots and in the masks that
-// are still where they were bound. Execution, and reads when nothing is
-// hidden, are left to the mount namespace.
+// restrictWrites limits the calling thread, and the processes it forks
+// afterwards, to writing below the given paths. Reads and execution are
+// left to the mount namespace, and to readRuleset's domain.
 //
 // Preconditions: no_new_privs is set on the calling thread, and the
 // goroutine is locked to it.
-func restrict(abi int, spec *InitSpec) error {
+func restrictWrites(abi int, writable []string) error {
 	access := writeAccess(abi)
-	if len(spec.Hidden) > 0 {
-		access |= unix.LANDLOCK_ACCESS_FS_READ_FILE
+	fd, err := newRuleset(access)
+	if err != nil {
+		return err
 	}
-	attr := struct{ handledFS uint64 }{access}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
-	if errno != 0 {
-		return fmt.Errorf("landlock_create_ruleset: %w", errno)
-	}
-	defer unix.Close(int(fd))
-	for _, p := range spec.Writable {
-		if err := addRule(int(fd), unix.AT_FDCWD, p, p, access, nil); err != nil {
+	defer unix.Close(fd)
+	for _, p := range writable {
+		if err := addRule(fd, unix.AT_FDCWD, p, p, access, nil); err != nil {
 			return err
 		}
 	}
-	if len(spec.Hidden) > 0 {
-		err := readRoots(spec.Hidden, spec.Readable, func(dirfd int, dir, name string) error {
-			return addRule(int(fd), dirfd, name, filepath.Join(dir, name), unix.LANDLOCK_ACCESS_FS_READ_FILE, nil)
-		})
-		if err != nil {
-			return err
+	return restrictSelf(fd)
+}
+
+// readRuleset returns a ruleset that, once a process restricts itself
+// with it (restrictSelf: the command's, when its call has come), lets it
+// read files only below the paths writable, below readRoots and in the
+// masks still where they were bound; -1 when spec hides nothing there.
+// It is made when the call comes, so that what the host changed around a
+// hidden path before (while a warm sandbox waited) is readable.
+func readRuleset(spec *InitSpec) (int, error) {
+	if len(spec.Hidden) == 0 {
+		return -1, nil
+	}
+	const read = unix.LANDLOCK_ACCESS_FS_READ_FILE
+	fd, err := newRuleset(read)
+	if err != nil {
+		return -1, err
+	}
+	err = readRoots(spec.Hidden, spec.Readable, func(dirfd int, dir, name string) error {
+		return addRule(fd, dirfd, name, filepath.Join(dir, name), read, nil)
+	})
+	for _, p := range spec.Writable {
+		if err == nil {
+			err = addRule(fd, unix.AT_FDCWD, p, p, read, nil)
 		}
 	}
 	for _, m := range spec.Masks {
-		if err := addRule(int(fd), unix.AT_FDCWD, m.Path, m.Path, unix.LANDLOCK_ACCESS_FS_READ_FILE, &m); err != nil {
-			return err
+		if err == nil {
+			err = addRule(fd, unix.AT_FDCWD, m.Path, m.Path, read, &m)
 		}
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// newRuleset makes a Landlock ruleset that handles the file system rights
+// access.
+func newRuleset(access uint64) (int, error) {
+	attr := struct{ handledFS uint64 }{access}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	return int(fd), nil
+}
+
+// restrictSelf enforces the ruleset fd on the calling thread (and what it
+// forks or execs from now on), on top of the domains it has.
+func restrictSelf(fd int) error {
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
 		return fmt.Errorf("landlock_restrict_self: %w", errno)
 	}
 	return nil

@@ -164,7 +164,14 @@ func TestRestrictHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := restrict(abi, &spec); err != nil {
+	if err := restrictWrites(abi, spec.Writable); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := readRuleset(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restrictSelf(fd); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(os.Stdin)
