@@ -907,6 +907,13 @@ func Profile(in ProfileInput) (string, error) {
 	p.comment("reads: everywhere, minus denyRead, plus allowRead; never another terminal's input")
 	p.raw("(allow file-read*)")
 	p.rule("deny", "file-read*", subpaths(in.FS.DenyRead))
+	// A denied path missing at start (a tool not logged in yet) is denied
+	// as what it may become, a file or a folder.
+	var missing [][2]string
+	for _, m := range in.FS.DenyReadMissing {
+		missing = append(missing, [2]string{"subpath", m.Path})
+	}
+	p.rule("deny", "file-read*", missing)
 	p.rule("allow", "file-read*", subpaths(in.FS.AllowRead))
 	// The user's other terminals are theirs to read (mode 0620): opened
 	// here, a read would take the keys typed there (a password at a sudo

@@ -952,3 +952,21 @@ garbage line
 		t.Errorf("an empty marker matched %v", got)
 	}
 }
+
+// A denied path missing at start (a tool not logged in yet) is denied as
+// what it may become, a file or a folder; an allowRead inside it still
+// re-opens. Before, nothing named it, and a credential file the user's
+// login made during a run was readable.
+func TestMissingDenyReadStaysDenied(t *testing.T) {
+	in := everyKey()
+	in.FS.DenyReadMissing = []fsrules.Path{{Path: "/Users/dev/.config/gh", Origin: "t"}, {Path: "/Users/dev/.docker/config.json", Origin: "t"}}
+	in.FS.AllowRead = append(in.FS.AllowRead, fsrules.Path{Path: "/Users/dev/.config/gh/config.yml", Exists: true, Origin: "t"})
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := func(p string) access { return access{op: "file-read-data", path: p} }
+	checkAccess(t, prof,
+		[]access{r("/Users/dev/.config/ghost"), r("/Users/dev/.config/gh/config.yml"), r("/Users/dev/.docker/other.json")},
+		[]access{r("/Users/dev/.config/gh"), r("/Users/dev/.config/gh/hosts.yml"), r("/Users/dev/.docker/config.json")})
+}

@@ -128,7 +128,12 @@ type Policy struct {
 	// every later change that matches one (or lies inside a match).
 	DenyWriteGlobs []Path `json:"denyWriteGlobs,omitempty"`
 	DenyRead       []Path `json:"denyRead,omitempty"`
-	AllowRead      []Path `json:"allowRead,omitempty"`
+	// DenyReadMissing are the denyRead paths that did not exist at start
+	// (a credential file of a tool not logged in yet): nothing hides them,
+	// but what the host makes there during a run stays unreadable (macOS:
+	// a rule on the path; Linux: Landlock, where the kernel has it).
+	DenyReadMissing []Path `json:"denyReadMissing,omitempty"`
+	AllowRead       []Path `json:"allowRead,omitempty"`
 	// Self are sbx's own files and directories: see [Input.Self].
 	Self []Path `json:"self,omitempty"`
 	// Named are the paths of the filesystem rules as the rules name them,
@@ -496,12 +501,17 @@ func Compile(in Input, host Host) (*Policy, error) {
 	if home, ok, _ := c.resolve(pol.Home); ok {
 		pol.Home = home
 	}
-	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(p Path) bool { return !p.Exists })
 	// An allowRead naming a denied path itself re-opens it (that is how the
 	// default credential-file denies are lifted one by one).
 	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(d Path) bool {
 		return slices.ContainsFunc(pol.AllowRead, func(a Path) bool { return a.Path == d.Path })
 	})
+	for _, p := range pol.DenyRead {
+		if !p.Exists && !slices.ContainsFunc(pol.DenyReadMissing, func(m Path) bool { return m.Path == p.Path }) {
+			pol.DenyReadMissing = append(pol.DenyReadMissing, p)
+		}
+	}
+	pol.DenyRead = slices.DeleteFunc(pol.DenyRead, func(p Path) bool { return !p.Exists })
 	pol.AllowRead = slices.DeleteFunc(pol.AllowRead, func(p Path) bool {
 		if !p.Exists {
 			c.warnf("%s: allowRead %s does not exist; ignored", p.Origin, p.Path)

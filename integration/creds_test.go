@@ -259,7 +259,8 @@ func TestUnsolicitedBytesNotOnStderr(t *testing.T) {
 // runs (git credential-store, an editor's save) detaches the sandbox's
 // mask over it; Landlock keeps the new one unreadable, and the files
 // around it readable, whether the init starts the command or the limits
-// stub does. Before, the command read the new secret in clear.
+// stub does; so does a credential file a login makes during the run.
+// Before, the command read the new secrets in clear.
 func TestReplacedMaskStaysUnreadable(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -291,9 +292,11 @@ func replacedMaskStaysUnreadable(t *testing.T, flags []string) {
 	put(".git-credentials", "https://u:OLD-SECRET@git.example\n")
 	put("private/key", "OLD-SECRET\n")
 	put(".ssh/known_hosts", "PUBLIC-KNOWN-HOSTS\n")
+	put(".docker/other.json", "{}\n")
+	put(".config/foo/x", "x\n")
 	settings := fmt.Sprintf(`{"sandbox":{"filesystem":{"denyRead":[%q]}}}`, filepath.Join(home, "private"))
 	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
-cat ~/.git-credentials ~/private/key > got.txt 2>&1; cat got.txt; cat ~/.ssh/known_hosts`
+cat ~/.git-credentials ~/private/key ~/.docker/config.json ~/.config/gh/hosts.yml > got.txt 2>&1; cat got.txt; cat ~/.ssh/known_hosts`
 	cmd := exec.Command(sbxBin, append(append([]string{"run", "--settings", settings}, flags...), "-c", script)...)
 	cmd.Dir, cmd.Env = e.ws, e.environ()
 	var stdout, stderr bytes.Buffer
@@ -316,6 +319,9 @@ cat ~/.git-credentials ~/private/key > got.txt 2>&1; cat got.txt; cat ~/.ssh/kno
 	if err := os.Rename(filepath.Join(home, "private.new"), filepath.Join(home, "private")); err != nil {
 		t.Fatal(err)
 	}
+	// Credential files of tools not logged in at the start.
+	put(".docker/config.json", `{"auths":{"r.example":{"auth":"NEW-SECRET"}}}`)
+	put(".config/gh/hosts.yml", "oauth_token: NEW-SECRET\n")
 	e.write("go", "")
 	io.Copy(&stdout, out)
 	cmd.Wait()

@@ -264,18 +264,26 @@ func onHost(before []Op, p string, roots []string) bool {
 
 // ReadHiding returns what the init gives Landlock so that a host file
 // replaced during the run never shows through a mask (see
-// InitSpec.Hidden): the masks the host can detach (Masks) that lie
-// outside the paths writable (where Landlock grants reads with writes);
+// InitSpec.Hidden): the masks the host can detach (Masks) and the denied
+// paths missing at start (which the host may make during the run) that
+// lie outside the paths writable (where Landlock grants reads with
+// writes) and outside one another;
 // the bind operations among them that show a file, which stays readable
 // (a credential file with its secrets masked, the empty file over a
 // denyRead file); and what the plan binds inside a hidden directory
 // (allowRead, writable roots, sbx's sockets and binary), readable too.
-func ReadHiding(plan []Op, roots, writable []string) (hidden []string, files []Op, readable []string) {
+func ReadHiding(plan []Op, roots, writable, missing []string) (hidden []string, files []Op, readable []string) {
 	inside := func(p string, dirs []string) bool {
 		return slices.ContainsFunc(dirs, func(d string) bool { return fsrules.Within(p, d) })
 	}
 	for _, m := range Masks(plan, roots) {
 		if !inside(m, writable) {
+			hidden = append(hidden, m)
+		}
+	}
+	masks := len(hidden)
+	for _, m := range missing {
+		if !inside(m, writable) && !inside(m, []string{"/proc", "/dev"}) && !inside(m, hidden[:masks]) {
 			hidden = append(hidden, m)
 		}
 	}

@@ -181,8 +181,9 @@ func TestReadHiding(t *testing.T) {
 		t.Errorf("Masks (-want +got):\n%s", diff)
 	}
 	writable := append([]string{"/dev", "/tmp", "/h/.cache/go"}, roots...)
-	hidden, files, readable := ReadHiding(plan, roots, writable)
-	want := []string{"/h/.config", "/h/.local/state/sbx", "/h/.npmrc", "/h/.ssh"}
+	missing := []string{"/h/.docker/config.json", "/h/.ssh/id_rsa", "/h/proj/.env.local", "/h/.cache/go/cred", "/proc/x"}
+	hidden, files, readable := ReadHiding(plan, roots, writable, missing)
+	want := []string{"/h/.config", "/h/.local/state/sbx", "/h/.npmrc", "/h/.ssh", "/h/.docker/config.json"}
 	if diff := cmp.Diff(want, hidden, sortStrings); diff != "" {
 		t.Errorf("hidden (-want +got):\n%s", diff)
 	}

@@ -845,7 +845,11 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	for _, w := range append(slices.Clone(r.spec.FS.Writable), r.spec.FS.Caches...) {
 		writable = append(writable, w.Path)
 	}
-	hidden, files, readable := ReadHiding(plan, r.roots(), writable)
+	var missing []string
+	for _, m := range r.spec.FS.DenyReadMissing {
+		missing = append(missing, m.Path)
+	}
+	hidden, files, readable := ReadHiding(plan, r.roots(), writable, missing)
 	if _, err := LandlockABI(); err == nil {
 		r.readHidden = hidden
 	}
