@@ -263,8 +263,10 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 	rep.stamp("capabilities cleared", time.Now())
 	status, how := runBwrap(spec)
 	rep.Status = &status
-	// For sbx, should this helper die before its report: one call.
-	_ = os.Symlink(strconv.Itoa(status), filepath.Join(spec.RunDir, statusFile))
+	// For sbx, should this helper die before its report: one call, by
+	// the descriptor (with the home a writable root, the run directory's
+	// path leads into an overlay while they are mounted).
+	_ = unix.Symlinkat(strconv.Itoa(status), t.runFD, statusFile)
 	rep.stamp(how, time.Now())
 	if t.budget {
 		var st unix.Statfs_t
