@@ -995,6 +995,10 @@ func (r *run) finish(ctx context.Context, waitErr error, initRan bool, status in
 		if len(msg) == 0 {
 			msg = []byte(fmt.Sprintf("exit status %d", status))
 		}
+		if moved := r.movedHidden(); moved != "" {
+			// Not the host's lack: a race with it, which a new run wins.
+			return notStarted{fmt.Errorf("bubblewrap could not build the sandbox: %s: %s was replaced on the host while the sandbox was set up; nothing was run: run it again", msg, moved)}
+		}
 		return notStarted{fmt.Errorf("%w: bubblewrap could not build the sandbox: %s", pipeline.ErrUnavailable, msg)}
 	}
 	if r.deadStatus != nil {

@@ -113,6 +113,17 @@ func (r *run) unhidden() []string {
 	return out
 }
 
+// movedHidden names a hidden path the host replaced since the plan was
+// built ("" if none).
+func (r *run) movedHidden() string {
+	for p, id := range r.hidden {
+		if statHidden(p) != id {
+			return p
+		}
+	}
+	return ""
+}
+
 // statID is p's identity (zero: it does not exist).
 func statID(p string) fileID {
 	var st unix.Stat_t
