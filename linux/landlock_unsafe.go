@@ -121,10 +121,9 @@ func restrictSelf(fd int) error {
 
 // addRule lets the ruleset fd grant rights below name, relative to dirfd
 // (at it, for a file: only the rights that apply to a file); errors name
-// it shown. A path gone
-// meanwhile is left out: nothing is below it; so is a mask whose path no
-// longer shows it (the host replaced the file there, which detached the
-// mask).
+// it as shown. A path gone meanwhile is left out: nothing is below it; so
+// is a mask whose path no longer shows it (the host replaced the file
+// there, which detached the mask).
 func addRule(fd, dirfd int, name, shown string, rights uint64, mask *MaskFile) error {
 	pfd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
