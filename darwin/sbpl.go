@@ -141,6 +141,19 @@ func regexQuote(s string) string {
 	return b.String()
 }
 
+// escapeGlob quotes the wildcard characters of a literal path for
+// globRegex.
+func escapeGlob(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if strings.IndexByte(`*?[]{},\`, p[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
 // globRegex turns an absolute doublestar pattern into a POSIX extended
 // regex that matches what the pattern matches and everything inside it,
 // in either case (a name that does not exist yet is matched as the
@@ -906,6 +919,17 @@ func Profile(in ProfileInput) (string, error) {
 
 	p.comment("reads: everywhere, minus denyRead, plus allowRead; never another terminal's input")
 	p.raw("(allow file-read*)")
+	// Name patterns (.env* above the workspace) cover entries made later
+	// too; never the workspace itself, should its name or a folder
+	// holding it match.
+	var names [][2]string
+	for _, n := range in.FS.DenyReadNames {
+		names = append(names, [2]string{"regex", globRegex(escapeGlob(n.Dir) + "/" + n.Name)})
+	}
+	p.rule("deny", "file-read*", names)
+	if len(names) > 0 && in.FS.Workspace != "" {
+		p.rule("allow", "file-read*", [][2]string{{"subpath", in.FS.Workspace}})
+	}
 	p.rule("deny", "file-read*", subpaths(in.FS.DenyRead))
 	// A denied path missing at start (a tool not logged in yet) is denied
 	// as what it may become, a file or a folder.

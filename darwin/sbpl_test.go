@@ -970,3 +970,20 @@ func TestMissingDenyReadStaysDenied(t *testing.T) {
 		[]access{r("/Users/dev/.config/ghost"), r("/Users/dev/.config/gh/config.yml"), r("/Users/dev/.docker/other.json")},
 		[]access{r("/Users/dev/.config/gh"), r("/Users/dev/.config/gh/hosts.yml"), r("/Users/dev/.docker/config.json")})
 }
+
+// A denyRead name pattern (.env* in the home and above the workspace)
+// covers entries made during the run, in either case, never the
+// workspace itself; a folder name with wildcard characters is literal.
+func TestDenyReadNamesCoverLaterEntries(t *testing.T) {
+	in := everyKey()
+	in.FS.Workspace = "/Users/dev/.envs/proj"
+	in.FS.DenyReadNames = []fsrules.NamePattern{{Dir: "/Users/dev", Name: ".env*"}, {Dir: "/Users/dev/a[1]", Name: "*.pem"}}
+	prof, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := func(p string) access { return access{op: "file-read-data", path: p} }
+	checkAccess(t, prof,
+		[]access{r("/Users/dev/notes.env"), r("/Users/dev/.envs/proj/main.go"), r("/Users/dev/a1/k.pem"), r("/Users/dev/a[1]/k.txt")},
+		[]access{r("/Users/dev/.env"), r("/Users/dev/.ENV.local"), r("/Users/dev/.envs/other"), r("/Users/dev/a[1]/k.pem")})
+}

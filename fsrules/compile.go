@@ -48,6 +48,10 @@ type Input struct {
 	// Workspace is the project root: writable by default.
 	Workspace                                  string
 	AllowWrite, DenyWrite, DenyRead, AllowRead []Rule
+	// DenyReadNames are denyRead patterns given by directory and name
+	// pattern (sbx's .env* defaults); denyRead rules whose wildcards are
+	// all in their last part are added to them (see Policy.DenyReadNames).
+	DenyReadNames []NamePattern
 	// Self are sbx's own files (its state, every settings file it or
 	// Claude Code reads): never written from a sandbox, whatever allowWrite
 	// says.
@@ -81,6 +85,14 @@ type Host struct {
 	ReadDir func(string) ([]fs.DirEntry, error)
 	// Readlink reads a symbolic link's target; nil means os.Readlink.
 	Readlink func(string) (string, error)
+}
+
+// NamePattern is the entries of the directory Dir whose names match the
+// doublestar pattern Name (one path element).
+type NamePattern struct {
+	Dir    string `json:"dir"`
+	Name   string `json:"name"`
+	Origin string `json:"origin"`
 }
 
 // Path is one compiled path.
@@ -128,6 +140,12 @@ type Policy struct {
 	// every later change that matches one (or lies inside a match).
 	DenyWriteGlobs []Path `json:"denyWriteGlobs,omitempty"`
 	DenyRead       []Path `json:"denyRead,omitempty"`
+	// DenyReadNames are the denyRead patterns whose wildcards are all in
+	// their last part (sbx's .env* defaults among them): what matches at
+	// start is in DenyRead; an entry made later in Dir whose name matches
+	// stays unreadable too (macOS: a rule on the pattern; Linux: Landlock,
+	// outside the writable roots).
+	DenyReadNames []NamePattern `json:"denyReadNames,omitempty"`
 	// DenyReadMissing are the denyRead paths that did not exist at start
 	// (a credential file of a tool not logged in yet): nothing hides them,
 	// but what the host makes there during a run stays unreadable (macOS:
@@ -312,10 +330,15 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 				paths = append(paths, abs)
 			}
 			slices.Sort(paths)
-			if list == "denyWrite" {
+			dir, name := filepath.Split(abs)
+			switch {
+			case list == "denyWrite":
 				// Paths created later are refused at the merge.
 				c.pol.DenyWriteGlobs = append(c.pol.DenyWriteGlobs, Path{Path: abs, Origin: r.Origin})
-			} else {
+			case list == "denyRead" && !hasGlob(dir):
+				c.addNames(NamePattern{Dir: filepath.Clean(dir), Name: name, Origin: r.Origin})
+				c.warnf("%s: %s %q has wildcards: it hides the %d paths that exist now; one made later that matches stays unreadable outside the writable roots", r.Origin, list, r.Pattern, len(paths))
+			default:
 				c.warnf("%s: %s %q has wildcards: it covers the %d paths that exist now, not paths created later", r.Origin, list, r.Pattern, len(paths))
 			}
 		}
@@ -340,6 +363,15 @@ func (c *compiler) compileList(rules []Rule, expand bool, list string) ([]Path, 
 		}
 	}
 	return out, nil
+}
+
+// addNames adds a name pattern to the policy, its directory resolved
+// where it exists.
+func (c *compiler) addNames(n NamePattern) {
+	if rd, ok, err := c.resolve(n.Dir); err == nil && ok {
+		n.Dir = rd
+	}
+	c.pol.DenyReadNames = append(c.pol.DenyReadNames, n)
 }
 
 // compileSelf anchors sbx's own paths, resolving links where it can (a
@@ -493,6 +525,9 @@ func Compile(in Input, host Host) (*Policy, error) {
 	}
 	if pol.DenyRead, err = c.compileList(in.DenyRead, true, "denyRead"); err != nil {
 		return nil, err
+	}
+	for _, n := range in.DenyReadNames {
+		c.addNames(n)
 	}
 	if pol.AllowRead, err = c.compileList(in.AllowRead, false, "allowRead"); err != nil {
 		return nil, err

@@ -373,3 +373,56 @@ func TestHiddenPathInWorkspaceSwappedIsReported(t *testing.T) {
 		t.Errorf("no note of the swapped folder: %q", stderr.String())
 	}
 }
+
+// A .env file the host makes during a run in a folder above the workspace
+// or in the home (`vercel env pull` at a monorepo's root) stays
+// unreadable, as one there at the start is. Before, the .env defaults
+// were matched once, at the start.
+func TestDotEnvMadeDuringARunStaysUnreadable(t *testing.T) {
+	e := newEnv(t)
+	root, err := os.MkdirTemp("/var/tmp", "sbx-it-") // outside the private /tmp
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	e.home, e.ws = filepath.Join(root, "home"), filepath.Join(root, "repo", "pkg")
+	for _, d := range []string{e.home, e.ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(root, "repo", "README"), []byte("PUBLIC\n"), 0o644)
+	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
+cat ../.env ~/.env.local > got.txt 2>&1; cat got.txt ../README`
+	cmd := exec.Command(sbxBin, "run", "-c", script)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("no ready: %q", sc.Text())
+	}
+	for _, p := range []string{filepath.Join(root, "repo", ".env"), filepath.Join(e.home, ".env.local")} {
+		os.WriteFile(p+".tmp", []byte("TOKEN=NEW-SECRET\n"), 0o600)
+		if err := os.Rename(p+".tmp", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.write("go", "")
+	io.Copy(&stdout, out)
+	cmd.Wait()
+	got, _ := os.ReadFile(e.path("got.txt"))
+	if strings.Contains(stdout.String(), "SECRET") || strings.Contains(string(got), "SECRET") {
+		t.Errorf("the command read a .env made during the run:\nstdout: %s\ngot.txt on the host: %s", stdout.String(), got)
+	}
+	if !strings.Contains(stdout.String(), "PUBLIC") {
+		t.Errorf("a file beside it was not readable: %q (stderr %q)", stdout.String(), stderr.String())
+	}
+}

@@ -119,6 +119,10 @@ type InitSpec struct {
 	// Landlock, the command reads files only below the entries around
 	// them (readRoots): a file the host puts there is unreadable.
 	Hidden []string `json:"hidden,omitempty"`
+	// HiddenNames are entries hidden by name pattern (denyRead `.env*`):
+	// in each Dir, outside the writable roots, an entry whose name
+	// matches Name gets no read rule, whenever it was made.
+	HiddenNames []HiddenName `json:"hiddenNames,omitempty"`
 	// Readable are the paths the plan binds inside a hidden directory:
 	// readable.
 	Readable []string `json:"readable,omitempty"`
@@ -161,6 +165,13 @@ type InitSpec struct {
 	// QuietFD, when set, is the helper's pipe for QuietReport (see the
 	// table).
 	QuietFD int `json:"quietFD,omitempty"`
+}
+
+// HiddenName is a pattern of InitSpec.HiddenNames: the entries of Dir
+// whose names match Name (doublestar, one path element).
+type HiddenName struct {
+	Dir  string `json:"dir"`
+	Name string `json:"name"`
 }
 
 // MaskFile is a mask of InitSpec.Masks: the file at Path is the mask

@@ -71,7 +71,7 @@ func restrictWrites(abi int, writable []string) error {
 // It is made when the call comes, so that what the host changed around a
 // hidden path before (while a warm sandbox waited) is readable.
 func readRuleset(spec *InitSpec) (int, error) {
-	if len(spec.Hidden) == 0 {
+	if len(spec.Hidden) == 0 && len(spec.HiddenNames) == 0 {
 		return -1, nil
 	}
 	const read = unix.LANDLOCK_ACCESS_FS_READ_FILE
@@ -79,7 +79,7 @@ func readRuleset(spec *InitSpec) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	err = readRoots(spec.Hidden, spec.Readable, func(dirfd int, dir, name string) error {
+	err = readRoots(spec.Hidden, spec.HiddenNames, spec.Readable, func(dirfd int, dir, name string) error {
 		return addRule(fd, dirfd, name, filepath.Join(dir, name), read, nil)
 	})
 	for _, p := range spec.Writable {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,18 +23,27 @@ import (
 // kernel then detaches) is below no root: unreadable. Symbolic links are
 // left out: what one points to is read through its own path. Paths are
 // taken as the sandbox sees them (called in it).
-func readRoots(hidden, readable []string, add func(dirfd int, dir, name string) error) error {
+func readRoots(hidden []string, names []HiddenName, readable []string, add func(dirfd int, dir, name string) error) error {
 	above := map[string]bool{}
 	isHidden := map[string]bool{}
-	for _, h := range hidden {
-		h = resolvedParent(h)
-		isHidden[h] = true
-		for d := filepath.Dir(h); !above[d]; d = filepath.Dir(d) {
+	mark := func(d string) {
+		for ; !above[d]; d = filepath.Dir(d) {
 			above[d] = true
 			if d == "/" {
 				break
 			}
 		}
+	}
+	for _, h := range hidden {
+		h = resolvedParent(h)
+		isHidden[h] = true
+		mark(filepath.Dir(h))
+	}
+	patterns := map[string][]string{}
+	for _, n := range names {
+		d := resolvedParent(n.Dir)
+		patterns[d] = append(patterns[d], n.Name)
+		mark(d)
 	}
 	for _, r := range readable {
 		if r = resolvedParent(r); !above[r] {
@@ -43,7 +53,7 @@ func readRoots(hidden, readable []string, add func(dirfd int, dir, name string) 
 		}
 	}
 	for d := range above {
-		if err := entryRoots(d, above, isHidden, add); err != nil {
+		if err := entryRoots(d, above, isHidden, patterns[d], add); err != nil {
 			return err
 		}
 	}
@@ -51,8 +61,9 @@ func readRoots(hidden, readable []string, add func(dirfd int, dir, name string) 
 }
 
 // entryRoots calls add for each entry of the directory d that is not a
-// symbolic link, in above or in hidden.
-func entryRoots(d string, above, hidden map[string]bool, add func(dirfd int, dir, name string) error) error {
+// symbolic link, in above or in hidden, and whose name matches none of
+// patterns.
+func entryRoots(d string, above, hidden map[string]bool, patterns []string, add func(dirfd int, dir, name string) error) error {
 	f, err := os.Open(d)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		// What the host makes there later is below no root; so is what
@@ -70,7 +81,7 @@ func entryRoots(d string, above, hidden map[string]bool, add func(dirfd int, dir
 	fd := int(f.Fd())
 	for _, e := range entries {
 		p := filepath.Join(d, e.Name())
-		if e.Type() == fs.ModeSymlink || above[p] || hidden[p] {
+		if e.Type() == fs.ModeSymlink || above[p] || hidden[p] || matchesAny(patterns, e.Name()) {
 			continue
 		}
 		if err := add(fd, d, e.Name()); err != nil {
@@ -78,6 +89,17 @@ func entryRoots(d string, above, hidden map[string]bool, add func(dirfd int, dir
 		}
 	}
 	return nil
+}
+
+// matchesAny reports whether name matches one of patterns (doublestar;
+// a bad pattern matches everything: hidden rather than shown).
+func matchesAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, err := doublestar.Match(p, name); ok || err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // resolvedParent is p with the symbolic links of its directory resolved

@@ -17,7 +17,8 @@ import (
 
 func TestReadRoots(t *testing.T) {
 	d := t.TempDir()
-	for _, f := range []string{"home/.npmrc", "home/plain", "home/sub/x", "home/.ssh/id", "home/.config/gh/hosts", "home/.config/other", "w/a"} {
+	for _, f := range []string{"home/.npmrc", "home/plain", "home/sub/x", "home/.ssh/id", "home/.config/gh/hosts", "home/.config/other", "w/a",
+		"up/.env", "up/.env.local", "up/keep"} {
 		mkfile(t, filepath.Join(d, f), "x")
 	}
 	os.Symlink(filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/link"))
@@ -25,7 +26,8 @@ func TestReadRoots(t *testing.T) {
 	hidden := []string{filepath.Join(d, "via/.npmrc"), filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/.config")}
 	readable := []string{filepath.Join(d, "home/.config/gh")}
 	var roots []string
-	err := readRoots(hidden, readable, func(dirfd int, dir, name string) error {
+	names := []HiddenName{{Dir: filepath.Join(d, "up"), Name: ".env*"}}
+	err := readRoots(hidden, names, readable, func(dirfd int, dir, name string) error {
 		if dirfd != unix.AT_FDCWD {
 			name = filepath.Join(dir, name)
 		}
@@ -35,14 +37,14 @@ func TestReadRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"home/plain", "home/sub", "home/.config/gh", "w"} {
+	for _, want := range []string{"home/plain", "home/sub", "home/.config/gh", "w", "up/keep"} {
 		if !slices.Contains(roots, filepath.Join(d, want)) {
 			t.Errorf("%s not a root: %q", want, roots)
 		}
 	}
 	// Neither the hidden paths, nor the directories that hold them, nor
 	// links (the link through which a hidden path was named included).
-	for _, not := range []string{"home/.npmrc", "home/.ssh", "home", "home/link", "via", "home/.config", ""} {
+	for _, not := range []string{"home/.npmrc", "home/.ssh", "home", "home/link", "via", "home/.config", "", "up", "up/.env", "up/.env.local"} {
 		if slices.Contains(roots, filepath.Join(d, not)) {
 			t.Errorf("%s is a root: %q", not, roots)
 		}

@@ -850,6 +850,12 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 		missing = append(missing, m.Path)
 	}
 	hidden, files, readable := ReadHiding(plan, r.roots(), writable, missing)
+	var names []HiddenName
+	for _, n := range r.spec.FS.DenyReadNames {
+		if !slices.ContainsFunc(append(slices.Clone(writable), "/proc"), func(w string) bool { return fsrules.Within(n.Dir, w) }) {
+			names = append(names, HiddenName{Dir: n.Dir, Name: n.Name})
+		}
+	}
 	if _, err := LandlockABI(); err == nil {
 		r.readHidden = hidden
 	}
@@ -868,7 +874,7 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 	if os.Getuid() == 0 {
 		plan, readOnly = SplitPlan(plan)
 	}
-	init := InitSpec{Writable: writable, Hidden: hidden, Readable: readable, Masks: masks,
+	init := InitSpec{Writable: writable, Hidden: hidden, HiddenNames: names, Readable: readable, Masks: masks,
 		ReadOnly: readOnly, RequireLandlock: r.e.RequireLandlock, TmpLimited: r.tmpLimited, Hold: r.cg != nil,
 		UnixSockets: r.sockets, AllUnixSockets: r.spec.Platform.AllUnixSockets}
 	for _, c := range r.spec.FS.Caches {

@@ -253,6 +253,8 @@ func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
 		}
 	}
 	for _, d := range dirs {
+		// One made during the run stays unreadable too.
+		in.DenyReadNames = append(in.DenyReadNames, fsrules.NamePattern{Dir: d, Name: ".env*", Origin: origin})
 		matches, _ := filepath.Glob(filepath.Join(d, ".env*"))
 		for _, m := range matches {
 			if !fsrules.Within(m, workspace) {
