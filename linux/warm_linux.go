@@ -101,8 +101,11 @@ func statHidden(p string) hiddenID {
 func (r *run) unhidden() []string {
 	var out []string
 	for p, id := range r.hidden {
+		now := statHidden(p)
 		switch {
-		case statHidden(p) == id:
+		case now == id:
+		case now == hiddenID{} && slices.Contains(r.readHidden, p):
+			out = append(out, p+" was moved or removed on the host during the run: what was put at its path since stayed unreadable to the command (Landlock)")
 		case slices.Contains(r.readHidden, p):
 			out = append(out, p+" was replaced on the host during the run: the new one stayed unreadable to the command (Landlock), as did anything else put beside it since the start")
 		default:
