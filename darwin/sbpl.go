@@ -924,7 +924,7 @@ func Profile(in ProfileInput) (string, error) {
 	// holding it match.
 	var names [][2]string
 	for _, n := range in.FS.DenyReadNames {
-		names = append(names, [2]string{"regex", globRegex(escapeGlob(n.Dir) + "/" + n.Name)})
+		names = append(names, [2]string{"regex", globRegex(escapeGlob(strings.TrimSuffix(n.Dir, "/")) + "/" + n.Name)})
 	}
 	p.rule("deny", "file-read*", names)
 	if len(names) > 0 && in.FS.Workspace != "" {

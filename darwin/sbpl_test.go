@@ -977,7 +977,7 @@ func TestMissingDenyReadStaysDenied(t *testing.T) {
 func TestDenyReadNamesCoverLaterEntries(t *testing.T) {
 	in := everyKey()
 	in.FS.Workspace = "/Users/dev/.envs/proj"
-	in.FS.DenyReadNames = []fsrules.NamePattern{{Dir: "/Users/dev", Name: ".env*"}, {Dir: "/Users/dev/a[1]", Name: "*.pem"}}
+	in.FS.DenyReadNames = []fsrules.NamePattern{{Dir: "/Users/dev", Name: ".env*"}, {Dir: "/Users/dev/a[1]", Name: "*.pem"}, {Dir: "/", Name: ".env*"}}
 	prof, err := Profile(in)
 	if err != nil {
 		t.Fatal(err)
@@ -985,5 +985,5 @@ func TestDenyReadNamesCoverLaterEntries(t *testing.T) {
 	r := func(p string) access { return access{op: "file-read-data", path: p} }
 	checkAccess(t, prof,
 		[]access{r("/Users/dev/notes.env"), r("/Users/dev/.envs/proj/main.go"), r("/Users/dev/a1/k.pem"), r("/Users/dev/a[1]/k.txt")},
-		[]access{r("/Users/dev/.env"), r("/Users/dev/.ENV.local"), r("/Users/dev/.envs/other"), r("/Users/dev/a[1]/k.pem")})
+		[]access{r("/Users/dev/.env"), r("/Users/dev/.ENV.local"), r("/Users/dev/.envs/other"), r("/Users/dev/a[1]/k.pem"), r("/.env")})
 }
