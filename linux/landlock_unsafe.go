@@ -57,7 +57,7 @@ func restrictWrites(abi int, writable []string) error {
 	}
 	defer unix.Close(fd)
 	for _, p := range writable {
-		if err := addRule(fd, unix.AT_FDCWD, p, p, access, nil); err != nil {
+		if err := addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: p}, access, nil); err != nil {
 			return err
 		}
 	}
@@ -80,16 +80,26 @@ func readRuleset(spec *InitSpec) (int, error) {
 		return -1, err
 	}
 	err = readRoots(spec.Hidden, spec.HiddenNames, spec.Readable, func(dirfd int, dir, name string) error {
-		return addRule(fd, dirfd, name, filepath.Join(dir, name), read, nil)
+		if dirfd == unix.AT_FDCWD { // a path the plan binds
+			return addRule(fd, pathAt{dirfd: dirfd, name: name}, read, nil)
+		}
+		// An entry listed: not followed should the host have made it a
+		// link since (the rule is then on the link, which gives nothing),
+		// and one this user may not reach gets no rule (unreadable).
+		err := addRule(fd, pathAt{dirfd: dirfd, name: name, dir: dir, noFollow: true}, read, nil)
+		if errors.Is(err, unix.EACCES) {
+			return nil
+		}
+		return err
 	})
 	for _, p := range spec.Writable {
 		if err == nil {
-			err = addRule(fd, unix.AT_FDCWD, p, p, read, nil)
+			err = addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: p}, read, nil)
 		}
 	}
 	for _, m := range spec.Masks {
 		if err == nil {
-			err = addRule(fd, unix.AT_FDCWD, m.Path, m.Path, read, &m)
+			err = addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: m.Path}, read, &m)
 		}
 	}
 	if err != nil {
@@ -119,18 +129,31 @@ func restrictSelf(fd int) error {
 	return nil
 }
 
-// addRule lets the ruleset fd grant rights below name, relative to dirfd
-// (at it, for a file: only the rights that apply to a file); errors name
-// it as shown. A path gone meanwhile is left out: nothing is below it; so
-// is a mask whose path no longer shows it (the host replaced the file
-// there, which detached the mask).
-func addRule(fd, dirfd int, name, shown string, rights uint64, mask *MaskFile) error {
-	pfd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC, 0)
+// pathAt is what addRule opens: name, relative to dirfd (a directory
+// dir), the final link followed unless noFollow.
+type pathAt struct {
+	dirfd     int
+	name, dir string
+	noFollow  bool
+}
+
+func (a pathAt) String() string { return filepath.Join(a.dir, a.name) }
+
+// addRule lets the ruleset fd grant rights below at (at it, for a file:
+// only the rights that apply to a file). A path gone meanwhile is left
+// out: nothing is below it; so is a mask whose path no longer shows it
+// (the host replaced the file there, which detached the mask).
+func addRule(fd int, at pathAt, rights uint64, mask *MaskFile) error {
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if at.noFollow {
+		flags |= unix.O_NOFOLLOW
+	}
+	pfd, err := unix.Openat(at.dirfd, at.name, flags, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		return fmt.Errorf("landlock: open %s: %w", shown, err)
+		return fmt.Errorf("landlock: open %s: %w", at, err)
 	}
 	defer unix.Close(pfd)
 	// Reading files is a right a rule may give a file too: no need to
@@ -139,7 +162,7 @@ func addRule(fd, dirfd int, name, shown string, rights uint64, mask *MaskFile) e
 	if mask != nil || rights&^fileRights != 0 {
 		var st unix.Stat_t
 		if err := unix.Fstat(pfd, &st); err != nil {
-			return fmt.Errorf("landlock: stat %s: %w", shown, err)
+			return fmt.Errorf("landlock: stat %s: %w", at, err)
 		}
 		if mask != nil && (uint64(st.Dev) != mask.Dev || st.Ino != mask.Ino) {
 			return nil
@@ -151,7 +174,7 @@ func addRule(fd, dirfd int, name, shown string, rights uint64, mask *MaskFile) e
 	rule := unix.LandlockPathBeneathAttr{Allowed_access: rights, Parent_fd: int32(pfd)}
 	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 	if errno != 0 {
-		return fmt.Errorf("landlock_add_rule %s: %w", shown, errno)
+		return fmt.Errorf("landlock_add_rule %s: %w", at, errno)
 	}
 	return nil
 }
