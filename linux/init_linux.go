@@ -312,10 +312,11 @@ func (st *stubProc) send(c stubCall, readFD int) error {
 // when its call has come; -1 when it has none or the kernel has no
 // Landlock (lockDownAndFork refuses that when Landlock is required).
 func readRules(spec *InitSpec) (int, error) {
-	if _, err := LandlockABI(); err != nil {
+	abi, err := LandlockABI()
+	if err != nil {
 		return -1, nil
 	}
-	fd, err := readRuleset(spec)
+	fd, err := readRuleset(abi, spec)
 	if err != nil {
 		return -1, fmt.Errorf("landlock: read rules: %w", err)
 	}

@@ -70,12 +70,20 @@ func restrictWrites(abi int, writable []string) error {
 // masks still where they were bound; -1 when spec hides nothing there.
 // It is made when the call comes, so that what the host changed around a
 // hidden path before (while a warm sandbox waited) is readable.
-func readRuleset(spec *InitSpec) (int, error) {
+func readRuleset(abi int, spec *InitSpec) (int, error) {
 	if len(spec.Hidden) == 0 && len(spec.HiddenNames) == 0 {
 		return -1, nil
 	}
 	const read = unix.LANDLOCK_ACCESS_FS_READ_FILE
-	fd, err := newRuleset(read)
+	// Every domain denies linking or renaming into another directory
+	// (EXDEV) unless it grants LANDLOCK_ACCESS_FS_REFER there, handled or
+	// not: this one grants it where the command writes, as the write
+	// domain does.
+	writable := uint64(read)
+	if abi >= 2 {
+		writable |= unix.LANDLOCK_ACCESS_FS_REFER
+	}
+	fd, err := newRuleset(writable)
 	if err != nil {
 		return -1, err
 	}
@@ -94,7 +102,7 @@ func readRuleset(spec *InitSpec) (int, error) {
 	})
 	for _, p := range spec.Writable {
 		if err == nil {
-			err = addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: p}, read, nil)
+			err = addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: p}, writable, nil)
 		}
 	}
 	for _, m := range spec.Masks {
