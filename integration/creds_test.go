@@ -426,3 +426,27 @@ cat ../.env ~/.env.local > got.txt 2>&1; cat got.txt ../README`
 		t.Errorf("a file beside it was not readable: %q (stderr %q)", stdout.String(), stderr.String())
 	}
 }
+
+// A command's stdin redirected from a host file it opens again by path
+// (`cat /dev/stdin < file`) reads it, though the file lies where the
+// sandbox shows something else (the host's /tmp) and the read rules hold.
+// Before, Landlock refused it once something was hidden.
+func TestStdinFileOpenedAgainByPath(t *testing.T) {
+	e := newEnv(t)
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := os.WriteFile(in, []byte("FROM-STDIN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, flags := range [][]string{nil, {"--max-cpu", "10m"}} {
+		f.Seek(0, io.SeekStart)
+		r := e.sbxIn(f, append(append([]string{"run"}, flags...), "--", "cat", "/dev/stdin")...)
+		if r.code != 0 || r.stdout != "FROM-STDIN\n" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", flags, r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -110,11 +110,33 @@ func readRuleset(abi int, spec *InitSpec) (int, error) {
 			err = addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: m.Path}, read, &m)
 		}
 	}
+	for std := 0; std <= 2 && err == nil; std++ {
+		err = addStdioRule(fd, std)
+	}
 	if err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
 	return fd, nil
+}
+
+// addStdioRule lets the ruleset fd grant reading the regular file that
+// the descriptor std (the command's stdin, stdout or stderr) was opened
+// for reading on: `cat /dev/stdin < file` opens it again by its path,
+// which may lie where the sandbox shows something else (the host's /tmp).
+// Pipes, terminals and sockets need no rule.
+func addStdioRule(fd, std int) error {
+	var st unix.Stat_t
+	flags, err := unix.FcntlInt(uintptr(std), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_ACCMODE == unix.O_WRONLY || unix.Fstat(std, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: unix.LANDLOCK_ACCESS_FS_READ_FILE, Parent_fd: int32(std)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	if errno != 0 && errno != unix.EBADFD {
+		return fmt.Errorf("landlock_add_rule for descriptor %d: %w", std, errno)
+	}
+	return nil
 }
 
 // newRuleset makes a Landlock ruleset that handles the file system rights
