@@ -295,46 +295,29 @@ func replacedMaskStaysUnreadable(t *testing.T, flags []string) {
 	put(".docker/other.json", "{}\n")
 	put(".config/foo/x", "x\n")
 	settings := fmt.Sprintf(`{"sandbox":{"filesystem":{"denyRead":[%q]}}}`, filepath.Join(home, "private"))
-	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
-cat ~/.git-credentials ~/private/key ~/.docker/config.json ~/.config/gh/hosts.yml > got.txt 2>&1; cat got.txt; cat ~/.ssh/known_hosts`
-	cmd := exec.Command(sbxBin, append(append([]string{"run", "--settings", settings}, flags...), "-c", script)...)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("no ready: %q", sc.Text())
-	}
-	put(".git-credentials", "https://u:NEW-SECRET@git.example\n")
-	os.MkdirAll(filepath.Join(home, "private.new"), 0o700)
-	os.WriteFile(filepath.Join(home, "private.new/key"), []byte("NEW-SECRET\n"), 0o600)
-	os.Rename(filepath.Join(home, "private"), filepath.Join(home, "private.old"))
-	if err := os.Rename(filepath.Join(home, "private.new"), filepath.Join(home, "private")); err != nil {
-		t.Fatal(err)
-	}
-	// Credential files of tools not logged in at the start.
-	put(".docker/config.json", `{"auths":{"r.example":{"auth":"NEW-SECRET"}}}`)
-	put(".config/gh/hosts.yml", "oauth_token: NEW-SECRET\n")
-	e.write("go", "")
-	io.Copy(&stdout, out)
-	cmd.Wait()
+	script := hostStepScript + `cat ~/.git-credentials ~/private/key ~/.docker/config.json ~/.config/gh/hosts.yml > got.txt 2>&1; cat got.txt; cat ~/.ssh/known_hosts`
+	stdout, stderr := e.duringRun(func() {
+		put(".git-credentials", "https://u:NEW-SECRET@git.example\n")
+		os.MkdirAll(filepath.Join(home, "private.new"), 0o700)
+		os.WriteFile(filepath.Join(home, "private.new/key"), []byte("NEW-SECRET\n"), 0o600)
+		os.Rename(filepath.Join(home, "private"), filepath.Join(home, "private.old"))
+		if err := os.Rename(filepath.Join(home, "private.new"), filepath.Join(home, "private")); err != nil {
+			t.Fatal(err)
+		}
+		// Credential files of tools not logged in at the start.
+		put(".docker/config.json", `{"auths":{"r.example":{"auth":"NEW-SECRET"}}}`)
+		put(".config/gh/hosts.yml", "oauth_token: NEW-SECRET\n")
+	}, append(append([]string{"run", "--settings", settings}, flags...), "-c", script)...)
 	got, _ := os.ReadFile(e.path("got.txt"))
-	if strings.Contains(stdout.String(), "SECRET") || strings.Contains(string(got), "SECRET") {
-		t.Errorf("the command read a replaced secret:\nstdout: %s\ngot.txt on the host: %s", stdout.String(), got)
+	if strings.Contains(stdout, "SECRET") || strings.Contains(string(got), "SECRET") {
+		t.Errorf("the command read a replaced secret:\nstdout: %s\ngot.txt on the host: %s", stdout, got)
 	}
-	if !strings.Contains(stdout.String(), "PUBLIC-KNOWN-HOSTS") {
-		t.Errorf("a file beside a mask was not readable: %q (stderr %q)", stdout.String(), stderr.String())
+	if !strings.Contains(stdout, "PUBLIC-KNOWN-HOSTS") {
+		t.Errorf("a file beside a mask was not readable: %q (stderr %q)", stdout, stderr)
 	}
 	for _, p := range []string{".git-credentials", "private"} {
-		if !strings.Contains(stderr.String(), filepath.Join(home, p)+" was replaced on the host during the run: the new one stayed unreadable") {
-			t.Errorf("no note of %s replaced: %q", p, stderr.String())
+		if !strings.Contains(stderr, filepath.Join(home, p)+" was replaced on the host during the run: the new one stayed unreadable") {
+			t.Errorf("no note of %s replaced: %q", p, stderr)
 		}
 	}
 }
@@ -346,31 +329,15 @@ cat ~/.git-credentials ~/private/key ~/.docker/config.json ~/.config/gh/hosts.ym
 func TestHiddenPathInWorkspaceSwappedIsReported(t *testing.T) {
 	e := newEnv(t)
 	e.write("sdir/k", "OLD\n")
-	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; stat sdir.old >/dev/null 2>&1; cat sdir/k 2>&1; true`
-	cmd := exec.Command(sbxBin, "run", "--deny-read", e.path("sdir"), "-c", script)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("no ready: %q", sc.Text())
-	}
-	if err := os.Rename(e.path("sdir"), e.path("sdir.old")); err != nil {
-		t.Fatal(err)
-	}
-	e.write("sdir/k", "NEW\n")
-	e.write("go", "")
-	io.Copy(io.Discard, out)
-	cmd.Wait()
-	if !strings.Contains(stderr.String(), e.path("sdir")+" was replaced on the host during the run") {
-		t.Errorf("no note of the swapped folder: %q", stderr.String())
+	script := hostStepScript + `stat sdir.old >/dev/null 2>&1; cat sdir/k 2>&1; true`
+	_, stderr := e.duringRun(func() {
+		if err := os.Rename(e.path("sdir"), e.path("sdir.old")); err != nil {
+			t.Fatal(err)
+		}
+		e.write("sdir/k", "NEW\n")
+	}, "run", "--deny-read", e.path("sdir"), "-c", script)
+	if !strings.Contains(stderr, e.path("sdir")+" was replaced on the host during the run") {
+		t.Errorf("no note of the swapped folder: %q", stderr)
 	}
 }
 
@@ -392,38 +359,21 @@ func TestDotEnvMadeDuringARunStaysUnreadable(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(root, "repo", "README"), []byte("PUBLIC\n"), 0o644)
-	script := `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done
-cat ../.env ~/.env.local > got.txt 2>&1; cat got.txt ../README`
-	cmd := exec.Command(sbxBin, "run", "-c", script)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	var stdout, stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("no ready: %q", sc.Text())
-	}
-	for _, p := range []string{filepath.Join(root, "repo", ".env"), filepath.Join(e.home, ".env.local")} {
-		os.WriteFile(p+".tmp", []byte("TOKEN=NEW-SECRET\n"), 0o600)
-		if err := os.Rename(p+".tmp", p); err != nil {
-			t.Fatal(err)
+	script := hostStepScript + `cat ../.env ~/.env.local > got.txt 2>&1; cat got.txt ../README`
+	stdout, stderr := e.duringRun(func() {
+		for _, p := range []string{filepath.Join(root, "repo", ".env"), filepath.Join(e.home, ".env.local")} {
+			os.WriteFile(p+".tmp", []byte("TOKEN=NEW-SECRET\n"), 0o600)
+			if err := os.Rename(p+".tmp", p); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	e.write("go", "")
-	io.Copy(&stdout, out)
-	cmd.Wait()
+	}, "run", "-c", script)
 	got, _ := os.ReadFile(e.path("got.txt"))
-	if strings.Contains(stdout.String(), "SECRET") || strings.Contains(string(got), "SECRET") {
-		t.Errorf("the command read a .env made during the run:\nstdout: %s\ngot.txt on the host: %s", stdout.String(), got)
+	if strings.Contains(stdout, "SECRET") || strings.Contains(string(got), "SECRET") {
+		t.Errorf("the command read a .env made during the run:\nstdout: %s\ngot.txt on the host: %s", stdout, got)
 	}
-	if !strings.Contains(stdout.String(), "PUBLIC") {
-		t.Errorf("a file beside it was not readable: %q (stderr %q)", stdout.String(), stderr.String())
+	if !strings.Contains(stdout, "PUBLIC") {
+		t.Errorf("a file beside it was not readable: %q (stderr %q)", stdout, stderr)
 	}
 }
 

@@ -168,6 +168,40 @@ func (e *env) startReady(extraEnv []string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// hostStepScript is what a command run by duringRun starts with: it says
+// it is ready, then waits (at most 10 s) for the file "go" the host makes
+// in the workspace once its step is done.
+const hostStepScript = `echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; `
+
+// duringRun runs sbx with args in the workspace, whose command begins with
+// hostStepScript, does step on the host while the command waits, and
+// returns the command's stdout (without its "ready") and sbx's stderr.
+func (e *env) duringRun(step func(), args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	cmd := exec.Command(sbxBin, args...)
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	var errb, outb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		e.t.Fatalf("sbx %q: no ready: %q (stderr %q)", args, sc.Text(), errb.String())
+	}
+	step()
+	e.write("go", "")
+	io.Copy(&outb, out)
+	cmd.Wait()
+	return outb.String(), errb.String()
+}
+
 func (e *env) path(rel string) string { return filepath.Join(e.ws, rel) }
 
 func (e *env) write(rel, content string) string {

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -271,29 +270,12 @@ func TestReplacedDenyReadFile(t *testing.T) {
 	srv.cmd.Wait()
 
 	// A cold run during which the file is replaced.
-	cmd := exec.Command(sbxBin, "run", "--settings", settings, "-c",
-		`echo ready; for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; cat `+secret+` >/dev/null 2>&1; true`)
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("no ready: %q", sc.Text())
-	}
-	replace("NEWEST-SECRET\n")
-	replace("NEWER-SECRET\n")
-	e.write("go", "")
-	io.Copy(io.Discard, out)
-	cmd.Wait()
-	if !strings.Contains(stderr.String(), secret+" was replaced on the host during the run") {
-		t.Errorf("no warning of the replaced file: %q", stderr.String())
+	_, stderr := e.duringRun(func() {
+		replace("NEWEST-SECRET\n")
+		replace("NEWER-SECRET\n")
+	}, "run", "--settings", settings, "-c", hostStepScript+`cat `+secret+` >/dev/null 2>&1; true`)
+	if !strings.Contains(stderr, secret+" was replaced on the host during the run") {
+		t.Errorf("no warning of the replaced file: %q", stderr)
 	}
 }
 
