@@ -501,12 +501,19 @@ func (s *Session) toolchainCaches() (dir string, env []string) {
 	return dir, env
 }
 
-// repairCache removes a cache folder's entry that an earlier run replaced
-// with a link or a file: the sandbox writes the folder directly but never
-// through a link (its writes there failed as read-only, run after run),
-// so the tool starts afresh with a folder of its own.
+// repairCache makes a cache folder that does not exist yet, and removes
+// one's entry that an earlier run replaced with a link or a file: the
+// sandbox writes the folder directly but never through a link (its writes
+// there failed as read-only, run after run), so the tool starts afresh
+// with a folder of its own.
 func (s *Session) repairCache(root *os.Root, sub string) {
 	fi, err := root.Lstat(sub)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Made now: a tool that writes there without making it first
+		// (echo x > $XDG_CACHE_HOME/f) finds it on the first run too.
+		_ = root.Mkdir(sub, 0o700)
+		return
+	}
 	if err != nil || fi.IsDir() {
 		return
 	}
@@ -514,6 +521,7 @@ func (s *Session) repairCache(root *os.Root, sub string) {
 		s.warn("the sandbox's cache folder " + filepath.Join(root.Name(), sub) + " is not a folder and cannot be removed: " + err.Error())
 		return
 	}
+	_ = root.Mkdir(sub, 0o700)
 	s.warn("the sandbox's cache folder " + filepath.Join(root.Name(), sub) + " was not a folder (an earlier run replaced it); it starts empty")
 }
 

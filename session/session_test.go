@@ -307,28 +307,36 @@ func TestPolicyCompiledForEachCall(t *testing.T) {
 	}
 }
 
-// A cache folder an earlier run replaced with a link (or a file) is
-// removed, so the tool starts with a folder of its own; the link's target
-// is left alone. Before, every later run's writes there failed as
-// read-only, with no word.
+// Each cache folder exists from the first run (a tool may write there
+// without making it: echo x > $XDG_CACHE_HOME/f). One an earlier run
+// replaced with a link (or a file) is made again, so the tool starts with
+// a folder of its own; the link's target is left alone. Before, every
+// later run's writes there failed as read-only, with no word.
 func TestToolchainCacheRepaired(t *testing.T) {
 	home, elsewhere := t.TempDir(), t.TempDir()
 	var warned []string
 	s := &Session{home: home, dir: "/work/p", opts: Options{Warn: func(m string) { warned = append(warned, m) }}}
-	dir, _ := s.toolchainCaches()
+	dir, env := s.toolchainCaches()
+	for _, kv := range env {
+		if fi, err := os.Lstat(kv[strings.IndexByte(kv, '=')+1:]); err != nil || !fi.IsDir() {
+			t.Errorf("%s: not a folder at the first run: %v", kv, err)
+		}
+	}
 	os.WriteFile(filepath.Join(elsewhere, "keep"), []byte("x"), 0o644)
+	os.Remove(filepath.Join(dir, "xdg"))
 	if err := os.Symlink(elsewhere, filepath.Join(dir, "xdg")); err != nil {
 		t.Fatal(err)
 	}
+	os.Remove(filepath.Join(dir, "npm"))
 	os.WriteFile(filepath.Join(dir, "npm"), []byte("file"), 0o644)
-	os.Mkdir(filepath.Join(dir, "go-mod"), 0o700)
+	os.WriteFile(filepath.Join(dir, "go-mod", "mine"), []byte("x"), 0o644)
 	s.toolchainCaches()
 	for _, sub := range []string{"xdg", "npm"} {
-		if _, err := os.Lstat(filepath.Join(dir, sub)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s left in place: %v", sub, err)
+		if fi, err := os.Lstat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() {
+			t.Errorf("%s not a folder again: %v", sub, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "go-mod")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "go-mod", "mine")); err != nil {
 		t.Errorf("a real folder was touched: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(elsewhere, "keep")); err != nil {
