@@ -341,10 +341,11 @@ func TestHiddenPathInWorkspaceSwappedIsReported(t *testing.T) {
 	}
 }
 
-// A .env file the host makes during a run in a folder above the workspace
-// or in the home (`vercel env pull` at a monorepo's root) stays
-// unreadable, as one there at the start is. Before, the .env defaults
-// were matched once, at the start.
+// A .env file the host makes during a run in the home, or in a folder
+// above the workspace that holds a .env already (`vercel env pull` at a
+// monorepo's root), stays unreadable, as one there at the start is; the
+// folder's other files stay readable. Before, the .env defaults were
+// matched once, at the start.
 func TestDotEnvMadeDuringARunStaysUnreadable(t *testing.T) {
 	e := newEnv(t)
 	root, err := os.MkdirTemp("/var/tmp", "sbx-it-") // outside the private /tmp
@@ -359,9 +360,10 @@ func TestDotEnvMadeDuringARunStaysUnreadable(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(root, "repo", "README"), []byte("PUBLIC\n"), 0o644)
-	script := hostStepScript + `cat ../.env ~/.env.local > got.txt 2>&1; cat got.txt ../README`
+	os.WriteFile(filepath.Join(root, "repo", ".env"), []byte("TOKEN=OLD-SECRET\n"), 0o600)
+	script := hostStepScript + `cat ../.env ../.env.local ~/.env.local > got.txt 2>&1; cat got.txt ../README`
 	stdout, stderr := e.duringRun(func() {
-		for _, p := range []string{filepath.Join(root, "repo", ".env"), filepath.Join(e.home, ".env.local")} {
+		for _, p := range []string{filepath.Join(root, "repo", ".env.local"), filepath.Join(e.home, ".env.local")} {
 			os.WriteFile(p+".tmp", []byte("TOKEN=NEW-SECRET\n"), 0o600)
 			if err := os.Rename(p+".tmp", p); err != nil {
 				t.Fatal(err)

@@ -16,8 +16,9 @@ import (
 // readRoots calls add for each path below which Landlock lets the
 // command read files when the paths hidden must stay unreadable whatever
 // the host puts there: in every directory above a hidden path, each entry
-// that neither is one nor holds one (add gets the directory, open as
-// dirfd, and the entry's name), and each readable path that holds none
+// that neither is one nor holds one nor matches a name pattern of that
+// directory (add gets the directory, open as dirfd, and the entry's
+// name), and each readable path that holds none
 // (dirfd is AT_FDCWD, and name the path). A file the host makes or
 // renames into such a directory during the run (over a mask, which the
 // kernel then detaches) is below no root: unreadable. Symbolic links are
@@ -39,11 +40,14 @@ func readRoots(hidden []string, names []HiddenName, readable []string, add func(
 		isHidden[h] = true
 		mark(filepath.Dir(h))
 	}
+	// A name pattern applies where something else is hidden already: it
+	// makes no directory one whose entries the host may not replace
+	// unseen (a monorepo's root above the workspace, whose files the user
+	// edits during a run, only for a .env that may appear there).
 	patterns := map[string][]string{}
 	for _, n := range names {
 		d := resolvedParent(n.Dir)
 		patterns[d] = append(patterns[d], n.Name)
-		mark(d)
 	}
 	for _, r := range readable {
 		if r = resolvedParent(r); !above[r] {

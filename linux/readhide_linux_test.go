@@ -18,15 +18,18 @@ import (
 func TestReadRoots(t *testing.T) {
 	d := t.TempDir()
 	for _, f := range []string{"home/.npmrc", "home/plain", "home/sub/x", "home/.ssh/id", "home/.config/gh/hosts", "home/.config/other", "w/a",
-		"up/.env", "up/.env.local", "up/keep"} {
+		"up/.env", "up/.env.local", "up/keep", "up/secret", "up2/.env", "up2/keep"} {
 		mkfile(t, filepath.Join(d, f), "x")
 	}
 	os.Symlink(filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/link"))
 	os.Symlink(filepath.Join(d, "home"), filepath.Join(d, "via"))
-	hidden := []string{filepath.Join(d, "via/.npmrc"), filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/.config")}
+	hidden := []string{filepath.Join(d, "via/.npmrc"), filepath.Join(d, "home/.ssh"), filepath.Join(d, "home/.config"), filepath.Join(d, "up/secret")}
 	readable := []string{filepath.Join(d, "home/.config/gh")}
 	var roots []string
-	names := []HiddenName{{Dir: filepath.Join(d, "up"), Name: ".env*"}}
+	// A name pattern applies where something else is hidden (up), not
+	// where nothing is (up2: the whole folder stays readable, as its
+	// files the host saves during a run).
+	names := []HiddenName{{Dir: filepath.Join(d, "up"), Name: ".env*"}, {Dir: filepath.Join(d, "up2"), Name: ".env*"}}
 	err := readRoots(hidden, names, readable, func(dirfd int, dir, name string) error {
 		if dirfd != unix.AT_FDCWD {
 			name = filepath.Join(dir, name)
@@ -37,14 +40,14 @@ func TestReadRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"home/plain", "home/sub", "home/.config/gh", "w", "up/keep"} {
+	for _, want := range []string{"home/plain", "home/sub", "home/.config/gh", "w", "up/keep", "up2"} {
 		if !slices.Contains(roots, filepath.Join(d, want)) {
 			t.Errorf("%s not a root: %q", want, roots)
 		}
 	}
 	// Neither the hidden paths, nor the directories that hold them, nor
 	// links (the link through which a hidden path was named included).
-	for _, not := range []string{"home/.npmrc", "home/.ssh", "home", "home/link", "via", "home/.config", "", "up", "up/.env", "up/.env.local"} {
+	for _, not := range []string{"home/.npmrc", "home/.ssh", "home", "home/link", "via", "home/.config", "", "up", "up/.env", "up/.env.local", "up/secret"} {
 		if slices.Contains(roots, filepath.Join(d, not)) {
 			t.Errorf("%s is a root: %q", not, roots)
 		}
