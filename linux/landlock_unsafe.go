@@ -71,7 +71,7 @@ func restrictWrites(abi int, writable []string) error {
 // It is made when the call comes, so that what the host changed around a
 // hidden path before (while a warm sandbox waited) is readable.
 func readRuleset(abi int, spec *InitSpec) (int, error) {
-	if len(spec.Hidden) == 0 && len(spec.HiddenNames) == 0 {
+	if len(spec.Hidden) == 0 { // names apply only beside something hidden
 		return -1, nil
 	}
 	const read = unix.LANDLOCK_ACCESS_FS_READ_FILE

@@ -208,3 +208,20 @@ func TestRestrictHelper(t *testing.T) {
 		}
 	}
 }
+
+// Name patterns alone (.env* above a workspace with nothing hidden near
+// it) make no read domain: one would hold no rule for the rest of the
+// file system, and the command could read nothing. (An earlier commit
+// of this session did that: /bin/bash was refused.)
+func TestNoReadRulesForNamesAlone(t *testing.T) {
+	if _, err := LandlockABI(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Landlock: %v", err)
+		}
+		t.Skipf("no Landlock: %v", err)
+	}
+	fd, err := readRuleset(7, &InitSpec{Writable: []string{"/tmp"}, HiddenNames: []HiddenName{{Dir: "/", Name: ".env*"}}})
+	if err != nil || fd != -1 {
+		t.Errorf("readRuleset = %d, %v; want no ruleset", fd, err)
+	}
+}
