@@ -67,7 +67,15 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	requireSandbox(t)
-	root := t.TempDir()
+	// Outside /tmp, as a user's home and projects are: the sandbox's
+	// private /tmp would otherwise hold everything sbx hides in the home
+	// (its state, credential files), and no test would run with the read
+	// rules that keep them hidden (see linux.InitSpec.Hidden).
+	root, err := os.MkdirTemp("/var/tmp", "sbx-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
 	e := &env{t: t, home: filepath.Join(root, "home"), ws: filepath.Join(root, "ws")}
 	for _, d := range []string{e.home, e.ws} {
 		if err := os.Mkdir(d, 0o755); err != nil {
