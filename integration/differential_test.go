@@ -38,6 +38,7 @@ func FuzzGateSeesWhatBashRuns(f *testing.F) {
 	f.Cleanup(func() {
 		if e != nil {
 			os.RemoveAll(e.ws)
+			os.RemoveAll(e.home)
 		}
 	})
 	f.Fuzz(func(t *testing.T, cmd string) {
@@ -46,13 +47,17 @@ func FuzzGateSeesWhatBashRuns(f *testing.F) {
 		}
 		if e == nil {
 			e = newEnv(t)
-			// Not below t.TempDir (removed with this input's test) and
-			// not shared with the other fuzzing processes.
+			// Not below newEnv's folder (removed with this input's test)
+			// and not shared with the other fuzzing processes.
 			ws, err := os.MkdirTemp("", fmt.Sprintf("sbx-diff-%d-", os.Getpid()))
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.ws = ws
+			home, err := os.MkdirTemp("/var/tmp", fmt.Sprintf("sbx-diff-home-%d-", os.Getpid()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.ws, e.home = ws, home
 		}
 		pc := pipeline.SplitCommandAt(cmd, e.ws, e.home)
 		if pc.Unparseable {

@@ -71,7 +71,13 @@ func newEnv(t *testing.T) *env {
 	// private /tmp would otherwise hold everything sbx hides in the home
 	// (its state, credential files), and no test would run with the read
 	// rules that keep them hidden (see linux.InitSpec.Hidden).
-	root, err := os.MkdirTemp("/var/tmp", "sbx-it-")
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, t.Name())
+	root, err := os.MkdirTemp("/var/tmp", "sbx-it-"+name+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
