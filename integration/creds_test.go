@@ -272,12 +272,7 @@ func TestReplacedMaskStaysUnreadable(t *testing.T) {
 
 func replacedMaskStaysUnreadable(t *testing.T, flags []string) {
 	e := newEnv(t)
-	home, err := os.MkdirTemp("/var/tmp", "sbx-it-home-") // outside the private /tmp
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(home)
-	e.home = home
+	home := e.home
 	put := func(rel, content string) {
 		t.Helper()
 		p := filepath.Join(home, rel)
@@ -348,16 +343,10 @@ func TestHiddenPathInWorkspaceSwappedIsReported(t *testing.T) {
 // matched once, at the start.
 func TestDotEnvMadeDuringARunStaysUnreadable(t *testing.T) {
 	e := newEnv(t)
-	root, err := os.MkdirTemp("/var/tmp", "sbx-it-") // outside the private /tmp
-	if err != nil {
+	root := filepath.Dir(e.ws)
+	e.ws = filepath.Join(root, "repo", "pkg")
+	if err := os.MkdirAll(e.ws, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	defer os.RemoveAll(root)
-	e.home, e.ws = filepath.Join(root, "home"), filepath.Join(root, "repo", "pkg")
-	for _, d := range []string{e.home, e.ws} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 	os.WriteFile(filepath.Join(root, "repo", "README"), []byte("PUBLIC\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "repo", ".env"), []byte("TOKEN=OLD-SECRET\n"), 0o600)

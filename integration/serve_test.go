@@ -286,12 +286,7 @@ func TestReplacedDenyReadFile(t *testing.T) {
 // ~/.gitconfig (a red-team pass).
 func TestWarmCallReadsWhatTheHostSavedMeanwhile(t *testing.T) {
 	e := newEnv(t)
-	home, err := os.MkdirTemp("/var/tmp", "sbx-it-home-") // outside the private /tmp
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(home)
-	e.home = home
+	home := e.home
 	save := func(rel, content string) {
 		t.Helper()
 		p := filepath.Join(home, rel)
