@@ -174,6 +174,11 @@ type Policy struct {
 	// the top of a writable root (.vscode -> vsreal): protected as the
 	// names are.
 	ProtectedLinks []Path `json:"protectedLinks,omitempty"`
+	// GitAbove is the work tree top of the repository holding the
+	// workspace, when it lies above it (sbx run in a subfolder of a
+	// repository): on Linux the workspace is a mount of its own, where
+	// git's discovery would stop, so the command's git is told to cross it.
+	GitAbove string `json:"gitAbove,omitempty"`
 	// Caches are written directly: see [Input.Caches].
 	Caches   []Path   `json:"caches,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -567,6 +572,9 @@ func Compile(in Input, host Host) (*Policy, error) {
 	}
 	writable := append([]Path{{Path: ws, Exists: true, Dir: true, Origin: "workspace"}}, allowWrite...)
 	writable = append(writable, c.gitDirsOutside(ws)...)
+	if top, _, ok := c.repoTop(ws); ok && top != ws {
+		pol.GitAbove = top
+	}
 	for _, w := range writable {
 		if !w.Exists {
 			c.warnf("%s: allowWrite %s does not exist; ignored", w.Origin, w.Path)
@@ -883,19 +891,31 @@ func checkRoot(w Path, home string, homeRoot bool) error {
 	return nil
 }
 
-// gitDirsOutside returns the git directory (and common directory) of a
-// workspace whose .git is a gitdir pointer file (a linked worktree, a
-// submodule) to a directory outside the workspace: git must write there
-// (index, objects, refs) for commits to work; the merge lets only git's
-// own data change there. They count only when validated on the host: .git
-// is a regular file (never a link); the directory it names is a real git
-// directory that points back at this workspace (a worktree's gitdir file,
-// a submodule's core.worktree); a common directory is a real git directory
-// holding the worktree's directory under worktrees/.
+// gitDirsOutside returns the git directories outside the workspace that
+// git run in it must write (index, objects, refs) for commits to work; the
+// merge lets only git's own data change there. The repository is the one
+// git finds from the workspace: the nearest directory top, the workspace
+// or an ancestor, holding a .git. Its git directory counts only when
+// validated on the host: a .git directory (never a link) of a real git
+// directory whose config names no other work tree, for a top above the
+// workspace (sbx run in a subfolder of a repository); or, for a .git
+// pointer file (a linked worktree, a submodule), a real git directory
+// that points back at top (a worktree's gitdir file, a submodule's
+// core.worktree), and its common directory, a real git directory holding
+// the worktree's directory under worktrees/. A repository whose work tree
+// is the home directory or above it (a home kept in git) is never written.
 func (c *compiler) gitDirsOutside(ws string) []Path {
-	dotGit := filepath.Join(ws, ".git")
-	if fi, err := c.host.lstat(dotGit); err != nil || !fi.Mode().IsRegular() {
-		return nil // no .git, a directory, or a link: nothing outside
+	top, fi, ok := c.repoTop(ws)
+	if !ok || top != ws && Within(c.pol.Home, top) {
+		return nil
+	}
+	dotGit := filepath.Join(top, ".git")
+	origin := "git directory of the workspace (" + dotGit + "), validated"
+	switch {
+	case fi.IsDir() && top != ws && c.isGitDir(dotGit) && c.ownWorkTree(dotGit):
+		return []Path{{Path: dotGit, Exists: true, Dir: true, Origin: origin}}
+	case !fi.Mode().IsRegular():
+		return nil // the workspace's own .git directory, a link, or not a repository's
 	}
 	gitDir, ok := c.gitdirOf(dotGit)
 	if !ok {
@@ -905,7 +925,6 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 	if err != nil || !exists || Within(gitDir, ws) || !c.isGitDir(gitDir) {
 		return nil
 	}
-	origin := "git directory of the workspace (" + dotGit + "), validated"
 	common := gitDir
 	if cd, err := c.host.readFile(filepath.Join(gitDir, "commondir")); err == nil {
 		common = strings.TrimSpace(string(cd))
@@ -918,8 +937,8 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 			return nil
 		}
 	}
-	if !c.pointsBack(gitDir, dotGit, ws) {
-		c.warnf("%s: %s does not point back at this workspace; git cannot write outside the workspace", dotGit, gitDir)
+	if !c.pointsBack(gitDir, dotGit, top) {
+		c.warnf("%s: %s does not point back at this work tree; git cannot write outside the workspace", dotGit, gitDir)
 		return nil
 	}
 	out := []Path{{Path: gitDir, Exists: true, Dir: true, Origin: origin}}
@@ -927,6 +946,31 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 		out = append(out, Path{Path: common, Exists: true, Dir: true, Origin: origin})
 	}
 	return out
+}
+
+// repoTop is the directory git's discovery finds from ws: ws or its
+// nearest ancestor holding a .git entry, and that entry (not followed).
+func (c *compiler) repoTop(ws string) (string, fs.FileInfo, bool) {
+	for d := ws; ; d = filepath.Dir(d) {
+		if fi, err := c.host.lstat(filepath.Join(d, ".git")); err == nil {
+			return d, fi, true
+		}
+		if d == filepath.Dir(d) {
+			return "", nil, false
+		}
+	}
+}
+
+// ownWorkTree reports whether the .git directory dotGit's config leaves
+// its work tree where it lies: neither core.bare nor core.worktree set.
+func (c *compiler) ownWorkTree(dotGit string) bool {
+	for _, k := range c.readGitConfig(filepath.Join(dotGit, "config")) {
+		no := slices.Contains([]string{"false", "no", "off", "0"}, strings.ToLower(k.value))
+		if k.section == "core" && !k.hasSub && (k.name == "bare" && !no || k.name == "worktree") {
+			return false
+		}
+	}
+	return true
 }
 
 // isGitDir reports whether dir is a real git directory: a directory with a

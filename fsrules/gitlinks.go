@@ -80,20 +80,18 @@ type gitDir struct{ dir, top string }
 // common directory (a linked worktree's), and the workspace repository's
 // submodules (modules/*, work trees named by core.worktree).
 func (c *compiler) workspaceGitDirs(ws string) []gitDir {
+	top, fi, ok := c.repoTop(ws)
+	if !ok {
+		return nil
+	}
 	var out []gitDir
-	for d := ws; ; d = filepath.Dir(d) {
-		if fi, err := c.host.lstat(filepath.Join(d, ".git")); err == nil {
-			if fi.IsDir() {
-				out = append(out, gitDir{filepath.Join(d, ".git"), d})
-			}
-			break
-		}
-		if d == filepath.Dir(d) {
-			break
-		}
+	if fi.IsDir() {
+		out = append(out, gitDir{filepath.Join(top, ".git"), top})
 	}
 	for _, p := range c.gitDirsOutside(ws) {
-		out = append(out, gitDir{p.Path, ws})
+		if !slices.ContainsFunc(out, func(g gitDir) bool { return g.dir == p.Path }) {
+			out = append(out, gitDir{p.Path, top})
+		}
 	}
 	for _, g := range slices.Clone(out) {
 		out = append(out, c.submodules(g.dir, 0)...)

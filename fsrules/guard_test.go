@@ -2,6 +2,7 @@ package fsrules
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"os"
 	"os/exec"
@@ -226,7 +227,8 @@ func FuzzGitConfig(f *testing.F) {
 func TestGitDirsOutside(t *testing.T) {
 	setup := func(h *fakeHost) {
 		for _, d := range []string{"/home/u/main", "/home/u/main/.git", "/home/u/main/.git/objects",
-			"/home/u/main/.git/worktrees", "/home/u/main/.git/worktrees/wt", "/home/u/wt", "/home/u/evil"} {
+			"/home/u/main/.git/worktrees", "/home/u/main/.git/worktrees/wt", "/home/u/wt", "/home/u/evil",
+			"/home/u/main/sub", "/home/u/wt/sub", "/home/u/proj", "/home/u/proj/.git", "/home/u/proj/.git/objects"} {
 			h.dirs[d] = true
 		}
 		h.content = map[string]string{
@@ -235,20 +237,46 @@ func TestGitDirsOutside(t *testing.T) {
 			"/home/u/main/.git/worktrees/wt/gitdir":    "/home/u/wt/.git\n",
 			"/home/u/main/.git/worktrees/wt/commondir": "../..\n",
 			"/home/u/wt/.git":                          "gitdir: /home/u/main/.git/worktrees/wt\n",
+			"/home/u/proj/.git/HEAD":                   "ref: refs/heads/main\n",
 		}
 	}
 	tests := []struct {
 		name  string
+		ws    string // /home/u/wt when empty
 		tweak func(h *fakeHost)
 		want  []string
 	}{
-		{"linked worktree", nil, []string{"/home/u/main/.git/worktrees/wt", "/home/u/main/.git"}},
-		{"pointer to a non-git directory", func(h *fakeHost) { h.content["/home/u/wt/.git"] = "gitdir: /etc\n" }, nil},
-		{"back-pointer elsewhere", func(h *fakeHost) { h.content["/home/u/main/.git/worktrees/wt/gitdir"] = "/home/u/other/.git\n" }, nil},
-		{"common dir elsewhere", func(h *fakeHost) {
+		{"linked worktree", "", nil, []string{"/home/u/main/.git/worktrees/wt", "/home/u/main/.git"}},
+		{"subfolder of a linked worktree", "/home/u/wt/sub", nil, []string{"/home/u/main/.git/worktrees/wt", "/home/u/main/.git"}},
+		{"subfolder of a repository", "/home/u/main/sub", nil, []string{"/home/u/main/.git"}},
+		{"the repository's own root", "/home/u/main", nil, nil},
+		{"repository two levels up", "/home/u/proj/a/b", func(h *fakeHost) { h.dirs["/home/u/proj/a/b"] = true }, []string{"/home/u/proj/.git"}},
+		{"subfolder of a bare repository", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[core]\n\tbare = yes\n"
+		}, nil},
+		{"subfolder, core.bare false", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[core]\n\tbare = false\n"
+		}, []string{"/home/u/main/.git"}},
+		{"subfolder, work tree elsewhere", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[Core]\n\tWorkTree = /home/u/evil\n"
+		}, nil},
+		{"subfolder, .git not a git directory", "/home/u/main/sub", func(h *fakeHost) { delete(h.content, "/home/u/main/.git/HEAD") }, nil},
+		{"subfolder, .git a link", "/home/u/evil/sub", func(h *fakeHost) {
+			h.dirs["/home/u/evil/sub"] = true
+			h.links["/home/u/evil/.git"] = "/home/u/main/.git"
+		}, nil},
+		{"home kept in git", "/home/u/x/sub", func(h *fakeHost) {
+			for _, d := range []string{"/home/u/.git", "/home/u/.git/objects", "/home/u/x/sub"} {
+				h.dirs[d] = true
+			}
+			h.content["/home/u/.git/HEAD"] = "ref: refs/heads/main\n"
+		}, nil},
+		{"pointer to a non-git directory", "", func(h *fakeHost) { h.content["/home/u/wt/.git"] = "gitdir: /etc\n" }, nil},
+		{"back-pointer elsewhere", "", func(h *fakeHost) { h.content["/home/u/main/.git/worktrees/wt/gitdir"] = "/home/u/other/.git\n" }, nil},
+		{"common dir elsewhere", "", func(h *fakeHost) {
 			h.content["/home/u/main/.git/worktrees/wt/commondir"] = "/home/u/evil\n"
 		}, nil},
-		{"symlinked .git", func(h *fakeHost) {
+		{"symlinked .git", "", func(h *fakeHost) {
 			delete(h.content, "/home/u/wt/.git")
 			h.links["/home/u/wt/.git"] = "/home/u/main/.git/worktrees/wt"
 		}, nil},
@@ -259,9 +287,10 @@ func TestGitDirsOutside(t *testing.T) {
 		if tt.tweak != nil {
 			tt.tweak(h)
 		}
-		c := &compiler{host: h.host(), pol: &Policy{}}
+		c := &compiler{host: h.host(), pol: &Policy{Home: "/home/u"}}
+		ws := cmp.Or(tt.ws, "/home/u/wt")
 		var got []string
-		for _, p := range c.gitDirsOutside("/home/u/wt") {
+		for _, p := range c.gitDirsOutside(ws) {
 			got = append(got, p.Path)
 		}
 		if !slices.Equal(got, tt.want) {

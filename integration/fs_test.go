@@ -353,3 +353,46 @@ func TestGitWorktreeOutsideWorkspace(t *testing.T) {
 	assertAbsent(t, filepath.Join(main, ".git", "hooks", "pre-commit"))
 	assertContent(t, filepath.Join(main, ".git", "config"), string(config))
 }
+
+// TestGitFromRepositorySubfolder runs sbx in a subfolder of a repository:
+// git finds the repository above the workspace's mount and commits there,
+// and the repository's git directory takes only git's own data (a hook, a
+// config key that runs a program, alternates stay out). A repository whose
+// work tree is the home directory is read, never written.
+func TestGitFromRepositorySubfolder(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	repo := e.ws
+	e.ws = filepath.Join(repo, "sub")
+	if err := os.Mkdir(e.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config, _ := os.ReadFile(filepath.Join(repo, ".git", "config"))
+	r := e.sh(`git status --short >/dev/null && echo x > f && git add f && git -c user.name=a -c user.email=b commit -qm in-sandbox && echo committed
+		g=$(git rev-parse --git-dir); printf '#!/bin/sh\necho pwned\n' > "$g/hooks/post-checkout"
+		git config core.fsmonitor evil; echo /etc > "$g/objects/info/alternates"; true`, "--mode", "bypassPermissions")
+	if !strings.Contains(r.stdout, "committed") {
+		t.Fatalf("commit from a subfolder failed: %s %s", r.stdout, r.stderr)
+	}
+	if log := gitOn(t, repo, "log", "--oneline"); !strings.Contains(log, "in-sandbox") {
+		t.Errorf("the commit is not in the repository: %s", log)
+	}
+	if st := gitOn(t, repo, "status", "--short"); st != "" {
+		t.Errorf("git status on the host after the commit: %q", st)
+	}
+	assertAbsent(t, filepath.Join(repo, ".git", "hooks", "post-checkout"))
+	assertAbsent(t, filepath.Join(repo, ".git", "objects", "info", "alternates"))
+	assertContent(t, filepath.Join(repo, ".git", "config"), string(config))
+
+	gitOn(t, e.home, "init", "-q", "-b", "main")
+	e.ws = filepath.Join(e.home, "proj")
+	if err := os.Mkdir(e.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = e.sh(`git rev-parse --show-toplevel; git -c user.name=a -c user.email=b commit -q --allow-empty -m home; echo rc=$?`,
+		"--mode", "bypassPermissions")
+	if !strings.Contains(r.stdout, e.home+"\n") || !strings.Contains(r.stdout, "rc=128") {
+		t.Errorf("git in a home kept in git should read it and fail to write: %s %s", r.stdout, r.stderr)
+	}
+	assertAbsent(t, filepath.Join(e.home, ".git", "refs", "heads", "main"))
+}

@@ -894,16 +894,27 @@ func (r *run) initSpec(plan []Op) (InitSpec, []Op) {
 }
 
 // callSpec is the init's call for the command of s: the command, its
-// environment (with the proxy's and the run's CA variables) and its
-// directory.
+// environment (with the proxy's and the run's CA variables, and git told
+// to cross the workspace's mount when the repository's top lies above it)
+// and its directory.
 func (r *run) callSpec(s *pipeline.Spec) InitCall {
 	c := InitCall{Argv: s.Argv, Env: s.Env, Dir: s.Dir, Trace: r.trace != nil}
+	if s.FS != nil && s.FS.GitAbove != "" && !slices.ContainsFunc(c.Env, func(kv string) bool {
+		return strings.HasPrefix(kv, gitAcrossMounts+"=")
+	}) {
+		c.Env = append(slices.Clip(c.Env), gitAcrossMounts+"=1")
+	}
 	if r.proxy != nil {
 		c.Env = proxy.Env(c.Env, BridgeHTTPPort, BridgeSOCKSPort)
 		c.Env = r.trust.Env(c.Env)
 	}
 	return c
 }
+
+// gitAcrossMounts lets git's discovery of the repository cross mount
+// points: each writable root is a mount of its own in the sandbox, where
+// git would otherwise stop ("Stopping at filesystem boundary").
+const gitAcrossMounts = "GIT_DISCOVERY_ACROSS_FILESYSTEM"
 
 // procShadowed reports whether the plan mounts over /proc or a path in
 // it (a denyRead of /proc/1, say): /proc/self/fd may then not be there
