@@ -87,6 +87,14 @@ type Runner struct {
 	Platform Platform
 	// MaskedFiles go into every Spec (see [Spec.MaskedFiles]).
 	MaskedFiles []MaskedFile
+	// MasksNow, when set, reads the masked credential files again for
+	// each Bash call of a long-lived session, under that call's
+	// filesystem policy: the files and the secrets behind every
+	// placeholder (the environment's too) replace MaskedFiles and Secrets
+	// in the call's Spec. RedactorNow is then the redactor of every secret
+	// the session has seen, used instead of Redactor.
+	MasksNow    func(*fsrules.Policy) ([]MaskedFile, []*creds.Secret)
+	RedactorNow func() *creds.Redactor
 	// Decided, when set, is told every final decision (for the audit log).
 	Decided func(call *Call, v *Verdict)
 	// Warn, when set, receives the sandbox's warnings about the host (a
@@ -202,12 +210,22 @@ func LostInDecoding(raw []byte, s string) bool {
 // Call runs one tool use. Everything it returns is redacted.
 func (r *Runner) Call(ctx context.Context, tu *ToolUse) *ToolResult {
 	res := r.call(ctx, tu)
-	res.Content = r.Redactor.Redact(res.Content)
+	red := r.redactor()
+	res.Content = red.Redact(res.Content)
 	if res.Output != nil {
-		res.Output.Stdout = r.Redactor.Redact(res.Output.Stdout)
-		res.Output.Stderr = r.Redactor.Redact(res.Output.Stderr)
+		res.Output.Stdout = red.Redact(res.Output.Stdout)
+		res.Output.Stderr = red.Redact(res.Output.Stderr)
 	}
 	return res
+}
+
+// redactor is the redactor for what a call hands back: RedactorNow's
+// when set, else Redactor.
+func (r *Runner) redactor() *creds.Redactor {
+	if r.RedactorNow != nil {
+		return r.RedactorNow()
+	}
+	return r.Redactor
 }
 
 func (r *Runner) call(ctx context.Context, tu *ToolUse) *ToolResult {
@@ -407,8 +425,12 @@ func (r *Runner) BashSpec(command string) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	masked, secrets := r.MaskedFiles, r.Secrets
+	if r.MasksNow != nil {
+		masked, secrets = r.MasksNow(fs)
+	}
 	return &Spec{Argv: []string{shell, "-c", command}, Env: r.Env, Dir: r.Gate.Cwd, FS: fs, Net: r.Net, Limits: r.Limits.Limits, Discard: r.Discard,
-		Secrets: r.Secrets, Platform: r.Platform, MaskedFiles: r.MaskedFiles, OneStream: !r.SeparateStreams}, nil
+		Secrets: secrets, Platform: r.Platform, MaskedFiles: masked, OneStream: !r.SeparateStreams}, nil
 }
 
 // fsNow is the filesystem policy for a call: compiled again (FSNow) for a
@@ -449,16 +471,18 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 	// Head and tail of each stream, as Claude Code keeps them: a summary
 	// or a final error is at the end.
 	stdout, stderr := NewHeadTail(4*maxOut), NewHeadTail(4*maxOut)
-	// Redacted on the way in: the cut between head and tail must not
-	// split a secret the redaction would no longer see whole.
-	redOut, redErr := r.Redactor.Writer(stdout), r.Redactor.Writer(stderr)
-	stdio := Stdio{Stdout: redOut, Stderr: redErr}
-	if !r.SeparateStreams {
-		stdio.Stderr = redOut
-	}
 	spec, err := r.tracedSpec(ctx, call.command())
 	if err != nil {
 		return errResult(call.ID, "Error: the sandbox's filesystem policy cannot be compiled: "+err.Error()+"; nothing was run")
+	}
+	// Redacted on the way in: the cut between head and tail must not
+	// split a secret the redaction would no longer see whole. After the
+	// spec: its masks may have added secrets.
+	red := r.redactor()
+	redOut, redErr := red.Writer(stdout), red.Writer(stderr)
+	stdio := Stdio{Stdout: redOut, Stderr: redErr}
+	if !r.SeparateStreams {
+		stdio.Stderr = redOut
 	}
 	spec.Timeout = timeout
 	if !v.Sandboxed {
@@ -543,7 +567,8 @@ func firstLine(s string) string {
 // to add to the result (a block reason, exit-2 stderr). An updatedToolOutput
 // that does not match the Bash output schema is ignored with a warning.
 func (r *Runner) postHooks(ctx context.Context, event string, call *Call, out *BashOutput, errText string, d time.Duration) string {
-	resp, _ := json.Marshal(map[string]any{"stdout": r.Redactor.Redact(out.Stdout), "stderr": r.Redactor.Redact(out.Stderr), "interrupted": out.Interrupted, "isImage": false})
+	red := r.redactor()
+	resp, _ := json.Marshal(map[string]any{"stdout": red.Redact(out.Stdout), "stderr": red.Redact(out.Stderr), "interrupted": out.Interrupted, "isImage": false})
 	var extra []string
 	g := r.Gate
 	run := g.HookRunner

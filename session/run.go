@@ -177,7 +177,7 @@ func (s *Session) streams(sb *sandbox, stdio pipeline.Stdio) (pipeline.Stdio, fu
 		if w == nil || IsTerminal(w) {
 			return w
 		}
-		rw := sb.red.Writer(w)
+		rw := sb.masks.redactor().Writer(w)
 		closers = append(closers, rw)
 		return rw
 	}

@@ -135,10 +135,12 @@ type sandbox struct {
 	env     []string
 	secrets []*creds.Secret
 	masked  []pipeline.MaskedFile
-	red     *creds.Redactor
-	audit   *Audit
-	exec    pipeline.Executor
-	runner  *pipeline.Runner
+	// masks makes masked and the redactor (again for each call of a
+	// long-lived session).
+	masks  *masks
+	audit  *Audit
+	exec   pipeline.Executor
+	runner *pipeline.Runner
 	// closer stops the platform's executor (a warm sandbox), if it has
 	// anything to stop.
 	closer io.Closer
@@ -405,12 +407,10 @@ func (s *Session) build() (*sandbox, error) {
 		return nil, err
 	}
 	sb.env, sb.secrets = masked.Env, masked.Secrets
+	sb.masks = newMasks(s.home, masked.Secrets, s.warnOnce)
 	if masksFiles {
-		var fileSecrets []*creds.Secret
-		sb.masked, fileSecrets = s.maskedFiles(sb.fs)
-		sb.secrets = append(sb.secrets, fileSecrets...)
+		sb.masked, sb.secrets = sb.masks.now(sb.fs)
 	}
-	sb.red = creds.NewRedactor(sb.secrets)
 	for _, k := range s.platform().Unsupported() {
 		if !platformHonours(k) {
 			s.warn(k + " is not honoured on this platform; ignored (stricter)")
@@ -420,7 +420,7 @@ func (s *Session) build() (*sandbox, error) {
 		if sb.audit, err = OpenAudit(s.opts.AuditFile); err != nil {
 			return nil, err
 		}
-		sb.audit.redact = sb.red.Redact
+		sb.audit.redact = func(text string) string { return sb.masks.redactor().Redact(text) }
 	}
 	sb.exec = s.opts.Executor
 	if sb.exec == nil {
@@ -429,7 +429,7 @@ func (s *Session) build() (*sandbox, error) {
 	}
 	sb.exec = audited{sb.exec, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
-		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.red, Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt,
+		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.masks.redactor(), Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt,
 		SeparateStreams: s.opts.SeparateStreams}
 	if s.opts.Warm {
 		// A long-lived session: paths are resolved again for each call.
@@ -441,6 +441,9 @@ func (s *Session) build() (*sandbox, error) {
 				}
 			}
 			return p, err
+		}
+		if masksFiles {
+			sb.runner.MasksNow, sb.runner.RedactorNow = sb.masks.now, sb.masks.redactor
 		}
 	}
 	if sb.audit != nil {
@@ -554,43 +557,6 @@ func (s *Session) cargoConfig(cache, sub string) {
 			s.warn("the sandbox's cargo cannot see " + src + ": " + err.Error())
 		}
 	}
-}
-
-// maskedFiles are the hidden credential files of known formats, as the
-// sandbox sees them instead (secrets replaced by placeholders bound to the
-// hosts the file names), and those secrets. A file re-opened with
-// allowRead is seen as it is; one that cannot be read as its format stays
-// hidden, with a warning.
-func (s *Session) maskedFiles(pol *fsrules.Policy) ([]pipeline.MaskedFile, []*creds.Secret) {
-	var files []pipeline.MaskedFile
-	var secrets []*creds.Secret
-	for _, rel := range creds.MaskableFiles {
-		path, err := filepath.EvalSymlinks(filepath.Join(s.home, rel))
-		if err != nil || !hiddenFile(pol, path) {
-			continue
-		}
-		data, err := settings.ReadRegular(path, 1<<20)
-		if err == nil {
-			var m *creds.MaskedFile
-			if m, err = creds.MaskFile(rel, path, data); err == nil {
-				files = append(files, pipeline.MaskedFile{Path: path, Content: m.Content})
-				secrets = append(secrets, m.Secrets...)
-				continue
-			}
-		}
-		s.warn("~/" + rel + " stays hidden from the sandbox: " + err.Error())
-	}
-	return files, secrets
-}
-
-// hiddenFile reports whether path is a denyRead file of the policy.
-func hiddenFile(pol *fsrules.Policy, path string) bool {
-	for _, d := range pol.DenyRead {
-		if d.Path == path && !d.Dir {
-			return true
-		}
-	}
-	return false
 }
 
 // platform gathers the keys only some backends honour.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/creds"
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/pipeline"
 )
@@ -379,5 +380,52 @@ func TestToolThatDidNotRunHasNoExitStatus(t *testing.T) {
 	res = s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"u","name":"Bash","input":{"command":"true"}}`))
 	if !res.IsError || res.Output == nil || res.Output.ExitCode != -1 || res.Output.Interrupted {
 		t.Errorf("not run: %+v %+v", res, res.Output)
+	}
+}
+
+// A long-lived session masks the credential files again for each call: a
+// token renewed on the host reaches the next call under a new
+// placeholder, an unchanged file keeps its placeholder (a warm sandbox
+// launched after the call before stays usable), and the old token stays
+// redacted as the new one is. Before, the files were masked once per
+// session: the proxy kept binding the old token.
+func TestMasksReadAgainForEachCall(t *testing.T) {
+	const old, renewed = "npm_OLDSECRETaaaaaaaaaaaaaaaaaaaaaaaa", "npm_NEWSECRETbbbbbbbbbbbbbbbbbbbbbbbb"
+	f := &fake{out: old + " " + renewed}
+	s := open(t, "", f, func(o *Options) { o.Warm = true })
+	npmrc := filepath.Join(s.home, ".npmrc")
+	os.WriteFile(npmrc, []byte("//registry.example/:_authToken="+old+"\n"), 0o600)
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	call := func(i int) (string, *pipeline.Spec) {
+		t.Helper()
+		f.spec = nil
+		res := s.Tool(context.Background(), []byte(fmt.Sprintf(`{"type":"tool_use","id":"t%d","name":"Bash","input":{"command":"true"}}`, i)))
+		if f.spec == nil || len(f.spec.MaskedFiles) != 1 {
+			t.Fatalf("call %d: result %+v, spec %+v", i, res, f.spec)
+		}
+		return res.Content, f.spec
+	}
+	_, first := call(1)
+	os.WriteFile(npmrc, []byte("//registry.example/:_authToken="+renewed+"\n"), 0o600)
+	out, second := call(2)
+	_, third := call(3)
+	a, b, c := string(first.MaskedFiles[0].Content), string(second.MaskedFiles[0].Content), string(third.MaskedFiles[0].Content)
+	switch {
+	case strings.Contains(a+b, "SECRET"):
+		t.Errorf("a mask holds a token: %q %q", a, b)
+	case a == b:
+		t.Errorf("the renewed token did not reach the next call: %q", b)
+	case b != c:
+		t.Errorf("an unchanged file was masked anew: %q then %q", b, c)
+	case strings.Contains(out, "SECRET"):
+		t.Errorf("a token reached the result: %q", out)
+	}
+	holds := func(spec *pipeline.Spec, v string) bool {
+		return slices.ContainsFunc(spec.Secrets, func(sec *creds.Secret) bool { return sec.Value() == v })
+	}
+	if !holds(first, old) || !holds(second, renewed) || holds(second, old) || !holds(second, realToken) {
+		t.Errorf("the calls' secrets: first %v, second %v", first.Secrets, second.Secrets)
 	}
 }

@@ -41,7 +41,7 @@ type Refused struct {
 // Run's outcome, err its error (a *DeniedError when the gate refused).
 func (s *Session) Summarize(command string, out *Outcome, err error, d time.Duration) *Summary {
 	if sb, perr := s.prepare(); perr == nil {
-		command = sb.red.Redact(command)
+		command = sb.masks.redactor().Redact(command)
 	}
 	sum := &Summary{V: AuditVersion, Command: command, Workspace: s.dir, DurationMs: d.Milliseconds(),
 		Refused: []Refused{}, Conflicts: []string{}, Lost: []string{}, Blocked: []string{}, Warnings: []string{}}
