@@ -76,6 +76,12 @@ def echo(path):
 attempt("tmp", lambda: echo("/tmp/own.sock"))
 attempt("workspace", lambda: echo("own.sock"))
 attempt("abstract", lambda: echo("\0sbx-own"))
+def cached():
+    path = os.environ["XDG_CACHE_HOME"] + "/own.sock"
+    if os.path.lexists(path):
+        os.unlink(path)
+    return echo(path)
+attempt("cache", cached)
 attempt("allowed", lambda: dial(allowed))
 attempt("other", lambda: dial(other))
 attempt("seqpacket", lambda: dial(other, socket.SOCK_SEQPACKET))
@@ -98,7 +104,8 @@ attempt("manager", manager)
 `
 
 // TestUnixSocketsInsideOnly: the command's own Unix sockets work (in /tmp,
-// in the workspace, abstract, multiprocessing.Manager); no connection
+// in the workspace, abstract, multiprocessing.Manager), but for those in
+// the toolchain cache, a folder shared with the host; no connection
 // reaches a host socket by any path trick, unless
 // sandbox.network.allowUnixSockets names it, and then only that one. The
 // host listeners count what they accept.
@@ -108,7 +115,7 @@ func TestUnixSocketsInsideOnly(t *testing.T) {
 	dir := hostDir(t, "/var/tmp", "sbx-it-unix-")
 	allowed, other := listenOnHost(t, dir, "allowed.sock"), listenOnHost(t, dir, "other.sock")
 	e.write("client.py", unixClientScript)
-	want := map[string]string{"tmp": "ok inside", "workspace": "ok inside", "abstract": "ok inside", "manager": "ok v",
+	want := map[string]string{"tmp": "ok inside", "workspace": "ok inside", "abstract": "ok inside", "manager": "ok v", "cache": "err 1",
 		"allowed": "err 1", "other": "err 1", "seqpacket": "err 1", "symlink": "err 1", "procfd": "err 1",
 		"procfd-relative": "err 1", "relative": "err 1"}
 	check := func(r result) {

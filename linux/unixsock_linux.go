@@ -59,11 +59,15 @@ type supervisor struct {
 	allowed map[fileID]bool
 	// all allows every Unix socket (sandbox.network.allowAllUnixSockets).
 	all bool
-	// direct are the superblocks of the writable folders bound straight
-	// from the host (the toolchain caches): a socket the command binds
-	// there shares its superblock, and on btrfs or XFS its inode numbers,
-	// with host files, so no match there proves a socket is the sandbox's.
-	direct map[uint64]bool
+	// direct are the mount ids of the writable folders bound straight
+	// from the host (the toolchain caches), recorded before the command
+	// starts: a socket the command binds there shares their superblock,
+	// and on btrfs or XFS its inode numbers, with host files, so no match
+	// there proves a socket is the sandbox's. Their superblocks are
+	// looked up in mounts when a decision needs them (reading the mount
+	// table costs ~1 ms, which most runs never need); the command cannot
+	// unmount them, so the ids stay theirs.
+	direct []uint64
 	// netns is the cookie of the sandbox's network namespace: a socket
 	// of another namespace (one handed in as stdio) is never connected.
 	netns uint64
@@ -93,7 +97,7 @@ const maxInFlight = 256
 // compare against: the allowed sockets' identities, the superblocks of
 // the direct binds, the sandbox's network namespace.
 func newSupervisor(listener int, spec *InitSpec) (*supervisor, error) {
-	s := &supervisor{listener: listener, diag: -1, all: spec.AllUnixSockets, allowed: map[fileID]bool{}, direct: map[uint64]bool{}}
+	s := &supervisor{listener: listener, diag: -1, all: spec.AllUnixSockets, allowed: map[fileID]bool{}}
 	for _, p := range spec.UnixSockets {
 		var st unix.Stat_t
 		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
@@ -101,16 +105,14 @@ func newSupervisor(listener int, spec *InitSpec) (*supervisor, error) {
 		}
 	}
 	for _, p := range spec.Direct {
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
+		var sx unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &sx); err != nil {
 			continue // absent: nothing can be bound there
 		}
-		dev, err := s.superblockDev(fd)
-		unix.Close(fd)
-		if err != nil {
-			return nil, err
+		if sx.Mask&unix.STATX_MNT_ID == 0 {
+			return nil, errors.New("the kernel reports no mount id")
 		}
-		s.direct[dev] = true
+		s.direct = append(s.direct, sx.Mnt_id)
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -298,7 +300,11 @@ func (s *supervisor) allow(target int, st *unix.Stat_t) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	if s.direct[dev] {
+	direct, err := s.onDirect(dev)
+	if err != nil {
+		return false, err.Error()
+	}
+	if direct {
 		return false, "a socket on a file system the sandbox shares with the host (the one holding the toolchain cache), which sbx cannot tell from a host socket"
 	}
 	inside, err := s.listenersInside()
@@ -430,6 +436,21 @@ func resolveForCaller(pid int, path string) (int, error) {
 type vfsID struct {
 	ino uint64
 	dev uint64
+}
+
+// onDirect reports whether dev is the superblock of a direct bind's
+// mount. superblockDev has read the mount table, which holds them all.
+func (s *supervisor) onDirect(dev uint64) (bool, error) {
+	for _, id := range s.direct {
+		d, ok := s.mounts[id]
+		if !ok {
+			return false, fmt.Errorf("mount %d (a folder bound from the host) not in /proc/self/mountinfo", id)
+		}
+		if d == dev {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // superblockDev returns the device of the superblock of fd's mount (the
