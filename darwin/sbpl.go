@@ -408,13 +408,11 @@ func (p *profile) form(action, op string, parts ...string) {
 	p.raw(fmt.Sprintf("(%s %s\n  %s)", action, op, strings.Join(parts, "\n  ")))
 }
 
-// gitDirOrigin begins the origin fsrules gives a writable root that is the
-// workspace's git directory outside the workspace (a linked worktree's or
-// a submodule's, or their common directory): see fsrules' gitDirsOutside.
-// TestGitDirRootFromCompile keeps the two in step.
-const gitDirOrigin = "git directory of the workspace"
-
-func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, gitDirOrigin) }
+// isGitDirRoot reports whether writable root r is the workspace's git
+// directory outside the workspace (a linked worktree's or a submodule's,
+// their common directory, or the repository's above the workspace): see
+// fsrules' gitDirsOutside.
+func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, fsrules.GitDirOrigin) }
 
 // gitEntries is the regex, after a git directory's path, of the entries no
 // sandboxed command may change: hooks (they run on the host), config and

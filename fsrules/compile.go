@@ -583,6 +583,10 @@ func Compile(in Input, host Host) (*Policy, error) {
 		if err := checkRoot(w, pol.Home, in.HomeRoot); err != nil {
 			return nil, err
 		}
+		if g := c.gitDirHolding(w.Path); g != "" && !strings.HasPrefix(w.Origin, GitDirOrigin) {
+			return nil, &RootError{w.Path, w.Origin, "it is (or lies inside) the git directory " + g +
+				", whose hooks and config git on the host runs and reads; run sbx from the repository's work tree"}
+		}
 		if d := coveringDeny(w.Path, pol.DenyWrite); d != nil {
 			c.warnf("%s: allowWrite %s lies inside denyWrite %s (%s); it stays read-only", w.Origin, w.Path, d.Path, d.Origin)
 			continue
@@ -910,9 +914,9 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 		return nil
 	}
 	dotGit := filepath.Join(top, ".git")
-	origin := "git directory of the workspace (" + dotGit + "), validated"
+	origin := GitDirOrigin + " (" + dotGit + "), validated"
 	switch {
-	case fi.IsDir() && top != ws && c.isGitDir(dotGit) && c.ownWorkTree(dotGit):
+	case fi.IsDir() && top != ws && c.isGitDir(dotGit) && c.ownWorkTree(dotGit, top):
 		return []Path{{Path: dotGit, Exists: true, Dir: true, Origin: origin}}
 	case !fi.Mode().IsRegular():
 		return nil // the workspace's own .git directory, a link, or not a repository's
@@ -941,6 +945,9 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 		c.warnf("%s: %s does not point back at this work tree; git cannot write outside the workspace", dotGit, gitDir)
 		return nil
 	}
+	if !c.clearOfHome(gitDir) || !c.clearOfHome(common) {
+		return nil
+	}
 	out := []Path{{Path: gitDir, Exists: true, Dir: true, Origin: origin}}
 	if common != gitDir && !Within(common, ws) {
 		out = append(out, Path{Path: common, Exists: true, Dir: true, Origin: origin})
@@ -961,16 +968,113 @@ func (c *compiler) repoTop(ws string) (string, fs.FileInfo, bool) {
 	}
 }
 
-// ownWorkTree reports whether the .git directory dotGit's config leaves
-// its work tree where it lies: neither core.bare nor core.worktree set.
-func (c *compiler) ownWorkTree(dotGit string) bool {
-	for _, k := range c.readGitConfig(filepath.Join(dotGit, "config")) {
+// ownWorkTree reports whether the .git directory dotGit's configuration
+// can be read and leaves its work tree at top: neither core.bare nor
+// core.worktree set (see [compiler.gitDirConfig]).
+func (c *compiler) ownWorkTree(dotGit, top string) bool {
+	keys, ok := c.gitDirConfig(dotGit)
+	if !ok {
+		c.warnf("%s: its config cannot be checked (an include, or what sbx cannot read); git cannot write outside the workspace", dotGit)
+		return false
+	}
+	for _, k := range keys {
 		no := slices.Contains([]string{"false", "no", "off", "0"}, strings.ToLower(k.value))
 		if k.section == "core" && !k.hasSub && (k.name == "bare" && !no || k.name == "worktree") {
 			return false
 		}
 	}
+	return c.clearOfHome(dotGit)
+}
+
+// clearOfHome reports whether git directory g is no home repository's: it
+// lies in no .git of the home directory or of a directory above it (a
+// linked worktree's, a submodule's), and its configuration can be read
+// and names no work tree there. A repository whose work tree is the home
+// holds the user's shell files: a ref moved there is one checkout away
+// from them.
+func (c *compiler) clearOfHome(g string) bool {
+	for d := c.pol.Home; d != "" && filepath.IsAbs(d); d = filepath.Dir(d) {
+		if Within(g, filepath.Join(d, ".git")) {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	keys, ok := c.gitDirConfig(g)
+	if !ok {
+		return false
+	}
+	for _, k := range keys {
+		if k.section == "core" && !k.hasSub && k.name == "worktree" {
+			wt := k.value
+			if !filepath.IsAbs(wt) {
+				wt = filepath.Join(g, wt)
+			}
+			if c.pol.Home != "" && Within(c.pol.Home, filepath.Clean(wt)) {
+				return false
+			}
+		}
+	}
 	return true
+}
+
+// gitDirConfig is the configuration of git directory g that git reads
+// for its own repository: config and config.worktree (which
+// extensions.worktreeConfig turns on). ok is false when either cannot be
+// parsed, or includes another file (git would read keys sbx does not
+// see): nothing can then be validated.
+func (c *compiler) gitDirConfig(g string) (keys []gitKey, ok bool) {
+	for _, name := range []string{"config", "config.worktree"} {
+		data, err := c.host.readFile(filepath.Join(g, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		k, err := parseGitConfig(data)
+		if err != nil {
+			return nil, false
+		}
+		for _, key := range k {
+			if key.section == "include" || key.section == "includeif" {
+				return nil, false
+			}
+		}
+		keys = append(keys, k...)
+	}
+	return keys, true
+}
+
+// GitDirOrigin begins the origin of a writable root that is a git
+// directory outside the workspace (see [compiler.gitDirsOutside]).
+const GitDirOrigin = "git directory of the workspace"
+
+// gitDirHolding returns the git directory that p is, or lies inside ("" if
+// none): an ancestor (or p) named .git, or a bare repository's directory
+// (HEAD, objects/ and refs/).
+func (c *compiler) gitDirHolding(p string) string {
+	for d := p; ; d = filepath.Dir(d) {
+		if strings.EqualFold(filepath.Base(d), ".git") || c.isBareDir(d) {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+// isBareDir reports whether dir has what git requires of a git directory:
+// a HEAD file that reads as one, objects/ and refs/.
+func (c *compiler) isBareDir(dir string) bool {
+	for _, sub := range []string{"objects", "refs"} {
+		if fi, err := c.host.lstat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	data, err := c.host.readFile(filepath.Join(dir, "HEAD"))
+	return err == nil && LooksLikeHead(data)
 }
 
 // isGitDir reports whether dir is a real git directory: a directory with a

@@ -50,7 +50,8 @@ func parseGitConfig(data []byte) ([]gitKey, error) {
 	var keys []gitKey
 	var cur gitKey
 	haveSection := false
-	lines := strings.Split(string(data), "\n")
+	// Git skips a UTF-8 byte order mark at the start of the file.
+	lines := strings.Split(strings.TrimPrefix(string(data), "\ufeff"), "\n")
 	for i := range len(lines) - 1 {
 		lines[i] = strings.TrimSuffix(lines[i], "\r") // git reads CR LF as LF
 	}

@@ -265,6 +265,32 @@ func TestGitDirsOutside(t *testing.T) {
 			h.dirs["/home/u/evil/sub"] = true
 			h.links["/home/u/evil/.git"] = "/home/u/main/.git"
 		}, nil},
+		{"subfolder, work tree elsewhere in config.worktree", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[extensions]\n\tworktreeConfig = true\n"
+			h.content["/home/u/main/.git/config.worktree"] = "[core]\n\tworktree = /home/u\n"
+		}, nil},
+		{"subfolder, work tree elsewhere after a byte order mark", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "\ufeff[core]\n\tworktree = /home/u\n"
+		}, nil},
+		{"subfolder, config includes another file", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[include]\n\tpath = /home/u/evil/c\n"
+		}, nil},
+		{"subfolder, config unreadable", "/home/u/main/sub", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[core\n"
+		}, nil},
+		{"linked worktree of a home kept in git", "", func(h *fakeHost) {
+			for _, d := range []string{"/home/u/.git", "/home/u/.git/objects", "/home/u/.git/worktrees", "/home/u/.git/worktrees/wt"} {
+				h.dirs[d] = true
+			}
+			h.content["/home/u/.git/HEAD"] = "ref: refs/heads/main\n"
+			h.content["/home/u/.git/worktrees/wt/HEAD"] = "ref: refs/heads/wt\n"
+			h.content["/home/u/.git/worktrees/wt/gitdir"] = "/home/u/wt/.git\n"
+			h.content["/home/u/.git/worktrees/wt/commondir"] = "../..\n"
+			h.content["/home/u/wt/.git"] = "gitdir: /home/u/.git/worktrees/wt\n"
+		}, nil},
+		{"linked worktree of a repository whose work tree is the home", "", func(h *fakeHost) {
+			h.content["/home/u/main/.git/config"] = "[core]\n\tworktree = ../..\n"
+		}, nil},
 		{"home kept in git", "/home/u/x/sub", func(h *fakeHost) {
 			for _, d := range []string{"/home/u/.git", "/home/u/.git/objects", "/home/u/x/sub"} {
 				h.dirs[d] = true
@@ -301,6 +327,11 @@ func TestGitDirsOutside(t *testing.T) {
 
 func TestCompileRoots(t *testing.T) {
 	h := newFakeHost()
+	for _, d := range []string{"/home/u/proj", "/home/u/proj/.git", "/home/u/proj/.git/hooks", "/home/u/proj/.git/info",
+		"/home/u/bare", "/home/u/bare/objects", "/home/u/bare/refs", "/home/u/bare/hooks"} {
+		h.dirs[d] = true
+	}
+	h.content = map[string]string{"/home/u/bare/HEAD": "ref: refs/heads/main\n"}
 	tests := []struct {
 		name string
 		in   Input
@@ -313,6 +344,10 @@ func TestCompileRoots(t *testing.T) {
 		{"allowWrite ~", Input{Workspace: "/home/u/proj", AllowWrite: rules("/home/u/proj", "~")}, true},
 		{"allowWrite /", Input{Workspace: "/home/u/proj", AllowWrite: rules("/home/u/proj", "/"), HomeRoot: true}, true},
 		{"project", Input{Workspace: "/home/u/proj"}, false},
+		{"workspace in a .git", Input{Workspace: "/home/u/proj/.git/hooks"}, true},
+		{"workspace a .git", Input{Workspace: "/home/u/proj/.git"}, true},
+		{"workspace in a bare repository", Input{Workspace: "/home/u/bare/hooks"}, true},
+		{"allowWrite in a .git", Input{Workspace: "/home/u/proj", AllowWrite: rules("/home/u/proj", "./.git/info")}, true},
 	}
 	for _, tt := range tests {
 		_, err := Compile(tt.in, h.host())
