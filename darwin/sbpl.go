@@ -422,12 +422,18 @@ func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, fsru
 // their names may hold a slash) and worktrees/ are covered wherever they
 // are moved to in the git directory (mv modules/sub q; edit q/config; mv
 // q modules/sub). A ref or log named "hooks", "config", "gitdir" or
-// "commondir" is caught too.
+// "commondir" is caught too. The legacy remotes/ and branches/ are
+// covered at the top of the git directory.
 func gitEntries() string {
 	own := strings.Join([]string{caseless("hooks") + "(/.*)?", caseless("config"), caseless("config.worktree"),
 		caseless("commondir"), caseless("gitdir")}, "|")
 	alternates := caseless("objects/info/") + "(" + caseless("http-") + ")?" + caseless("alternates")
-	return "/(.*/)?(" + own + "|" + alternates + ")$"
+	// The legacy remotes/ and branches/ name where a push goes; at the top
+	// only (refs/remotes/ is git's own), so not in a git directory nested
+	// in modules/ or worktrees/; branches/ itself may be made (git init's
+	// template has it), so one filled elsewhere could be renamed in.
+	legacy := "(" + caseless("remotes") + "(/.*)?|" + caseless("branches") + "/.+)"
+	return "/((.*/)?(" + own + "|" + alternates + ")|" + legacy + ")$"
 }
 
 // gitLinks keeps git pointed where it is, in every directory the command

@@ -103,7 +103,7 @@ func TestProfileMapping(t *testing.T) {
 			`  (regex "^/Users/dev/proj/` + q(caseless(".env")) + `$")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".bashrc")) + `$")`,
 		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".vscode")) + `(/.*)?$")`,
-		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".git")) + `/(.*/)?(` + q(caseless("hooks")) + `(/.*)?|` + q(caseless("config")) + `|`,
+		`(regex "^/Users/dev/proj(/.*)?/` + q(caseless(".git")) + `/((.*/)?(` + q(caseless("hooks")) + `(/.*)?|` + q(caseless("config")) + `|`,
 		`(sysctl-name "hw.ncpu")`, `(sysctl-name-prefix "hw.optional.")`,
 		`(allow file-write*` + "\n" + `  (subpath "/Users/dev/proj/.envrc"))`,
 		`(allow network-outbound (remote ip "localhost:40123"))`,
@@ -264,6 +264,8 @@ func TestGitProtection(t *testing.T) {
 			{ul, m + "/worktrees/wt/index.lock", ""}, {mod, m + "/packed-refs", ""},
 			{cr, w + "/src/main.go", ""}, {ul, w + "/src/main.go", ""},
 			{cr, w + "/sub/.git/objects/ab/cd", ""}, {mod, w + "/sub/.git/HEAD", ""},
+			{cr, w + "/sub/.git/refs/remotes/origin/main", ""}, {cr, m + "/logs/refs/remotes/origin/main", ""},
+			{cr, w + "/sub/.git/branches", "DIRECTORY"},
 			{cr, w + "/gitdir", ""}, {cr, w + "/hooks/useThing.ts", ""}, {mod, w + "/config", ""},
 		}, []access{
 			{cr, m + "/hooks/pre-commit", ""}, {mod, m + "/hooks/pre-commit", ""}, {ul, m + "/hooks", "DIRECTORY"},
@@ -278,6 +280,7 @@ func TestGitProtection(t *testing.T) {
 			{cr, w + "/sub/.git/hooks/pre-commit", ""}, {mod, w + "/sub/.git/config", ""}, {cr, w + "/sub/.Git/Config", ""},
 			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
 			{cr, w + "/.config/git/config", ""},
+			{cr, w + "/sub/.git/remotes/origin", ""}, {cr, m + "/branches/origin", ""}, {cr, m + "/Remotes", "DIRECTORY"},
 			// the outside git directory: no .git made in it, no nested
 			// git directory moved about
 			{cr, m + "/x/.git", ""}, {cr, m + "/x/.git", "DIRECTORY"}, {cr, m + "/modules/new", "DIRECTORY"},

@@ -17,11 +17,12 @@ var gitDataFiles = []string{
 }
 
 // gitDataDirs are the directories of a git directory whose whole content is
-// git's own data (objects, refs, reflogs; the legacy branches/ and remotes/
-// hold remote URLs, as a new remote would). The state of a rebase, am or
-// cherry-pick in progress (rebase-merge/, rebase-apply/, sequencer/) is
-// not: its todo list runs commands when the user continues on the host.
-var gitDataDirs = []string{"objects", "refs", "logs", "reftable", "lfs", "rr-cache", "branches", "remotes"}
+// git's own data (objects, refs, reflogs). The legacy branches/ and
+// remotes/ are not: their files name a remote's URL and push refspecs,
+// where the user's next push would go. Nor is the state of a rebase, am
+// or cherry-pick in progress (rebase-merge/, rebase-apply/, sequencer/):
+// its todo list runs commands when the user continues on the host.
+var gitDataDirs = []string{"objects", "refs", "logs", "reftable", "lfs", "rr-cache"}
 
 // gitInfoFiles are the entries of info/ that change nothing but what git
 // ignores or lists.
@@ -49,6 +50,8 @@ func GitEntry(rel string, dir bool) (ok, config bool, why string) {
 	case len(parts) == 1 && !dir && (slices.Contains(gitDataFiles, top) || strings.HasPrefix(top, "sharedindex.") ||
 		strings.HasSuffix(top, ".lock")):
 		return true, false, ""
+	case (top == "remotes" || top == "branches") && len(parts) == 1 && dir:
+		return true, false, "" // git init makes branches/ empty; a file in either names where a push goes
 	case top == "hooks":
 		if len(parts) == 1 && dir || len(parts) == 2 && !dir && strings.HasSuffix(parts[1], ".sample") {
 			return true, false, ""

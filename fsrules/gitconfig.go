@@ -252,8 +252,18 @@ var harmlessGitKeys = []string{
 	"remote.*.url", "remote.*.pushurl", "submodule.*.url",
 }
 
-// newOnlyGitKeys may be set only where the remote (or submodule) had no URL.
-var newOnlyGitKeys = []string{"remote.*.url", "remote.*.pushurl", "submodule.*.url"}
+// newOnlyGitKeys may be set only where the remote (or submodule) had no
+// URL: a changed fetch refspec of an existing remote (+refs/heads/*:refs/heads/*)
+// has the user's next fetch overwrite their branches.
+var newOnlyGitKeys = []string{"remote.*.url", "remote.*.pushurl", "submodule.*.url", "remote.*.fetch"}
+
+// initOnlyGitKeys may be set only in a new repository's config: in an
+// existing one they would change what the user's next push sends (a push
+// refspec ":refs/heads/prod" deletes a branch of the user's server, a
+// mirror prunes them all), or make the repository unusable or its next
+// checkout delete tracked files (bare, sparse checkout, the format).
+var initOnlyGitKeys = []string{"remote.*.push", "remote.*.mirror", "core.bare", "core.sparsecheckout",
+	"core.sparsecheckoutcone", "core.repositoryformatversion", "extensions.objectformat", "extensions.refstorage"}
 
 // GitConfigChange reports whether replacing a git config file's content
 // old with new changes only harmless keys (old is nil for a config that did
@@ -297,7 +307,10 @@ func GitConfigChange(old, new []byte) (ok bool, why string) {
 			return false, fmt.Sprintf("git config key %s can run programs or redirect git; only harmless keys (branch tracking, remotes, fetch refspecs …) may change", n)
 		}
 		if slices.Contains(newOnlyGitKeys, k.pattern()) && hadURL(ok_, k) {
-			return false, fmt.Sprintf("git config key %s: an existing URL may not be changed from the sandbox (pushes would go elsewhere)", n)
+			return false, fmt.Sprintf("git config key %s: an existing remote's URL or refspecs may not be changed from the sandbox (pushes would go elsewhere, fetches overwrite other branches)", n)
+		}
+		if old != nil && slices.Contains(initOnlyGitKeys, k.pattern()) {
+			return false, fmt.Sprintf("git config key %s may be set only in a new repository: in an existing one it changes what the next push sends, or the repository's layout", n)
 		}
 		if old != nil {
 			if why := redirects(ok_, n, k.pattern(), after[n]); why != "" {

@@ -68,6 +68,10 @@ func TestCheck(t *testing.T) {
 		{Change{Path: "/w/.git/logs/HEAD", Kind: Create, Git: "/w/.git", Link: true}, "git"},
 		{Change{Path: "/w/.git/rebase-merge/git-rebase-todo", Kind: Create, Git: "/w/.git"}, "git"},
 		{Change{Path: "/w/.git/objects/info/alternates", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/remotes/origin", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/branches/origin", Kind: Create, Git: "/w/.git"}, "git"},
+		{Change{Path: "/w/.git/branches", Kind: Create, Dir: true, Git: "/w/.git"}, ""},
+		{Change{Path: "/w/.git/refs/remotes/origin/main", Kind: Create, Git: "/w/.git"}, ""},
 		{Change{Path: "/w/.hg/hgrc", Kind: Create}, "protected"},
 		{Change{Path: "/w/.tmux.conf", Kind: Create}, "protected"},
 		{Change{Path: "/w/sub/.git", Kind: Create, NonDir: true}, "git"},
@@ -144,6 +148,15 @@ func TestGitConfigChange(t *testing.T) {
 		{"track the local repository", base, base + "[branch \"main\"]\n\tremote = .\n", true},
 		{"submodule url in an existing repository", base, base + "[submodule \"lib\"]\n\turl = https://evil.example/lib.git\n", false},
 		{"new repository with a remote and tracking", "", "[remote \"origin\"]\n\turl = https://example.com/r.git\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n", true},
+		{"push refspec deleting a branch", base, base + "[remote \"origin\"]\n\tpush = :refs/heads/prod\n", false},
+		{"push refspec of a new remote", base, base + "[remote \"up\"]\n\turl = https://example.com/up.git\n\tpush = +refs/heads/*:refs/heads/*\n", false},
+		{"mirror", base, base + "[remote \"origin\"]\n\tmirror = true\n", false},
+		{"fetch refspec of an existing remote", base, base + "[remote \"origin\"]\n\tfetch = +refs/heads/*:refs/heads/*\n", false},
+		{"bare", base, strings.Replace(base, "bare = false", "bare = true", 1), false},
+		{"sparse checkout", base, base + "[core]\n\tsparseCheckout = true\n", false},
+		{"object format", base, base + "[extensions]\n\tobjectFormat = sha256\n", false},
+		{"new repository, sparse and mirrored", "", "[core]\n\tbare = true\n\tsparseCheckout = true\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tmirror = true\n", true},
+		{"byte order mark", base, "\ufeff" + base, true},
 	}
 	for _, tt := range tests {
 		var old []byte
