@@ -45,6 +45,12 @@ type Change struct {
 	// host has none. For Git/HEAD, NewConfig is the config the directory
 	// has once the HEAD makes it a git directory.
 	OldConfig, NewConfig []byte
+	// NewIndex is the command's content of an index file at the top of
+	// git directory Git (index, sharedindex.*; nil if it could not be
+	// read), and IndexSHA256 whether the repository's object names are
+	// SHA-256's: see [GitIndexSafe].
+	NewIndex    []byte
+	IndexSHA256 bool
 	// GitHolds, for a new Git/HEAD, names an entry the directory already
 	// holds that git would run or follow once it is a git directory (a
 	// hook an earlier run left there), or is "".
@@ -162,6 +168,11 @@ func (p *Policy) Check(c *Change) *Refusal {
 	}
 	if !ok {
 		return refuse("git", why)
+	}
+	if c.Kind != Delete && !c.Dir && IsGitIndexName(rel) {
+		if ok, why := GitIndexSafe(c.NewIndex, c.IndexSHA256); !ok {
+			return refuse("git", why+" (git on the host writes an index's paths as they stand)")
+		}
 	}
 	return nil
 }

@@ -396,3 +396,33 @@ func TestGitFromRepositorySubfolder(t *testing.T) {
 	}
 	assertAbsent(t, filepath.Join(e.home, ".git", "refs", "heads", "main"))
 }
+
+// TestIndexNamingAHookIsRefused: a command that edits the index's bytes so
+// that an entry is named .git/hooks/pre-commit (git checks a path when it
+// adds it, and trusts the index it reads: the host's `git restore .`
+// would write the hook) has the index refused; the host's git then
+// restores nothing into .git. Before, the index merged as git's own data
+// (a red-team finding).
+func TestIndexNamingAHookIsRefused(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "python3")
+	e.newRepo()
+	index := filepath.Join(e.ws, ".git", "index")
+	before, _ := os.ReadFile(index)
+	e.write("edit.py", `import hashlib, sys
+p = sys.argv[1]
+d = open(p, "rb").read()[:-20].replace(b"Xgit/", b".git/", 1)
+open(p, "wb").write(d + hashlib.sha1(d).digest())
+`)
+	r := e.sh(`mkdir -p Xgit/hooks && printf '#!/bin/sh\necho pwned\n' > Xgit/hooks/pre-commit && chmod +x Xgit/hooks/pre-commit &&
+		git add Xgit && python3 edit.py "$(git rev-parse --git-dir)/index" && git ls-files`, "--mode", "bypassPermissions")
+	if !strings.Contains(r.stdout, ".git/hooks/pre-commit") {
+		t.Fatalf("the edited index does not name the hook inside the sandbox: %s %s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "refused to change "+index) {
+		t.Errorf("no refusal of the index: %s", r.stderr)
+	}
+	assertContent(t, index, string(before))
+	gitOn(t, e.ws, "restore", ".")
+	assertAbsent(t, filepath.Join(e.ws, ".git", "hooks", "pre-commit"))
+}

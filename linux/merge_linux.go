@@ -454,6 +454,13 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 	switch {
 	case name == "config" && s.git != "" && s.path == s.git+"/config":
 		c.OldConfig, c.NewConfig = readSmall(host, name), readSmall(up, name)
+	case fsrules.IsGitIndexName(name) && s.git != "" && s.path == s.git+"/"+name && !c.Link && !c.Special:
+		c.NewIndex = readUpTo(up, name, fsrules.MaxGitIndex)
+		cfg := readSmall(up, "config")
+		if cfg == nil {
+			cfg = readSmall(host, "config")
+		}
+		c.IndexSHA256 = fsrules.GitUsesSHA256(cfg)
 	case name == "HEAD" && s.git != "" && s.path == s.git+"/HEAD" && !fsrules.LooksLikeHead(readSmall(host, name)):
 		// A new HEAD makes its directory a git directory: the config
 		// already there (from an earlier run, when this was no git
@@ -1169,7 +1176,11 @@ func readlinkat(dirFD int, name string) (string, error) {
 
 // readSmall reads a small regular file below dirFD; nil if there is none
 // (or it is not a regular file).
-func readSmall(dirFD int, name string) []byte {
+func readSmall(dirFD int, name string) []byte { return readUpTo(dirFD, name, 2<<20) }
+
+// readUpTo reads the regular file name in dirFD, max+1 bytes at most
+// (nil if it cannot be read).
+func readUpTo(dirFD int, name string, max int64) []byte {
 	if dirFD < 0 {
 		return nil
 	}
@@ -1182,11 +1193,11 @@ func readSmall(dirFD int, name string) []byte {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return nil
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 2<<20))
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil
 	}
-	return data
+	return data // over max when the file is: the caller's check refuses it
 }
 
 // equalFiles compares two regular files byte for byte.

@@ -17,6 +17,10 @@ import (
 	"github.com/sbx-sandbox/sbx/fsrules"
 )
 
+// emptyIndex is a git index of no entries: its header and its SHA-1.
+const emptyIndex = "DIRC\x00\x00\x00\x02\x00\x00\x00\x00" +
+	"\x39\xd8\x90\x13\x9e\xe5\x35\x6c\x7e\xf5\x72\x21\x6c\xeb\xcd\x27\xaa\x41\xf9\xdf"
+
 // upperTree builds an upper layer the way overlayfs leaves one.
 type upperTree struct {
 	t   *testing.T
@@ -160,7 +164,8 @@ func TestMergeHostileUpper(t *testing.T) {
 	u.whiteout("racydel.txt")
 	u.whiteout("deltree")
 	u.file("fresh/deep/f", "fresh\n")
-	u.file("repo/index", "new index\n")                                  // git's data
+	u.file("repo/index", emptyIndex)                                     // git's data
+	u.file("repo/sharedindex.1234", "not an index\n")                    // git's name, not its data
 	u.file("repo/config", "[core]\n\tbare = true\n\tfsmonitor = evil\n") // a key that runs code
 	u.file("repo/hooks/pre-commit", "evil\n")
 	u.file("sub/.git", "gitdir: /etc\n") // a pointer appearing
@@ -191,7 +196,7 @@ func TestMergeHostileUpper(t *testing.T) {
 		{filepath.Join(host, "racydel.txt"), "host\n"},
 		{filepath.Join(host, "deltree/racy"), "host\n"},
 		{filepath.Join(host, "fresh/deep/f"), "fresh\n"},
-		{filepath.Join(host, "repo/index"), "new index\n"},
+		{filepath.Join(host, "repo/index"), emptyIndex},
 		{filepath.Join(host, "repo/config"), "[core]\n\tbare = true\n"},
 		{filepath.Join(state, "conflicts/run", host, "racy.txt"), "sandbox\n"},
 		{filepath.Join(state, "quarantine/run", host, ".bashrc"), "evil\n"},
@@ -229,7 +234,7 @@ func TestMergeHostileUpper(t *testing.T) {
 	}
 	slices.Sort(refused)
 	want := []string{".bashrc protected", "deep/er/.vscode protected", "locked denyWrite",
-		"newbare/hooks/post-receive git", "repo/config git", "repo/hooks/pre-commit git", "sub/.git git", "sub2/.git git"}
+		"newbare/hooks/post-receive git", "repo/config git", "repo/hooks/pre-commit git", "repo/sharedindex.1234 git", "sub/.git git", "sub2/.git git"}
 	if !slices.Equal(refused, want) {
 		t.Errorf("refused %q, want %q", refused, want)
 	}
