@@ -3,11 +3,13 @@ package darwin
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
+	"github.com/sbx-sandbox/sbx/internal/regular"
 )
 
 // maxGitLinkScan bounds the entries one git directory's scan for links
@@ -86,4 +88,61 @@ func removeNewGitLinks(dirs []string, before map[string]string) []string {
 		out = append(out, fmt.Sprintf("removed a symbolic link the command left in a git directory (git on the host would write through it): %s -> %s", p, after[p]))
 	}
 	return out
+}
+
+// gitIndexes are the index files of the git directories dirs and of the
+// git directories one level inside their worktrees/ and modules/, each
+// with its size and modification time.
+func gitIndexes(dirs []string) map[string][2]int64 {
+	out := map[string][2]int64{}
+	for _, d := range dirs {
+		for _, pattern := range []string{"index", "sharedindex.*", "worktrees/*/index", "modules/*/index", "modules/*/sharedindex.*"} {
+			matches, _ := filepath.Glob(filepath.Join(d, pattern))
+			for _, m := range matches {
+				if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
+					out[m] = [2]int64{fi.Size(), fi.ModTime().UnixNano()}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// setAsideBadIndexes checks each index in dirs that is new or changed
+// since before (see [fsrules.GitIndexSafe]: git trusts the index it
+// reads, and the host's `git restore .` writes its paths as they stand)
+// and renames one naming a path git never writes to NAME.sbx-refused,
+// saying so. The profile cannot look inside what the command writes.
+func setAsideBadIndexes(dirs []string, before map[string][2]int64) []string {
+	var out []string
+	after := gitIndexes(dirs)
+	paths := slices.Sorted(maps.Keys(after))
+	for _, p := range paths {
+		if st, ok := before[p]; ok && st == after[p] {
+			continue
+		}
+		data, err := regular.Read(p, fsrules.MaxGitIndex)
+		why := ""
+		if err != nil {
+			why = "it cannot be read: " + err.Error()
+		} else if ok, w := fsrules.GitIndexSafe(data, gitUsesSHA256(filepath.Dir(p))); !ok {
+			why = w
+		}
+		if why == "" {
+			continue
+		}
+		if err := os.Rename(p, p+".sbx-refused"); err != nil {
+			out = append(out, fmt.Sprintf("the git index %s cannot be checked or is unsafe (%s), and could not be set aside: %v; do not run git there before removing it", p, why, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("set aside the git index the command left at %s as %s.sbx-refused: %s (git on the host would write its paths as they stand); `git reset` there rebuilds the index from HEAD", p, p, why))
+	}
+	return out
+}
+
+// gitUsesSHA256 reports whether the git directory g's config makes its
+// object names SHA-256's.
+func gitUsesSHA256(g string) bool {
+	data, err := fsrules.ReadRegular(filepath.Join(g, "config"))
+	return err == nil && fsrules.GitUsesSHA256(data)
 }

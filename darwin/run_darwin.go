@@ -107,6 +107,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	gitDirs := gitLinkDirs(s.FS)
 	linksBefore, _ := linksIn(gitDirs)
+	indexesBefore := gitIndexes(gitDirs)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}
@@ -137,6 +138,7 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 		res.Warnings = append(res.Warnings, fmt.Sprintf("killed %d process(es) the command had detached from its process group", n))
 	}
 	res.Warnings = append(res.Warnings, removeNewGitLinks(gitDirs, linksBefore)...)
+	res.Warnings = append(res.Warnings, setAsideBadIndexes(gitDirs, indexesBefore)...)
 	res.TimedOut = timedOut
 	res.ExitCode = pipeline.ExitStatus(cmd.ProcessState)
 	res.Blocked = blocked.Lines()
