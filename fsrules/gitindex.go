@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -47,16 +48,23 @@ func GitIndexSafe(data []byte, sha256Names bool) (ok bool, why string) {
 	return true, ""
 }
 
-// GitUsesSHA256 reports whether a repository's config makes its object
-// names SHA-256 (extensions.objectFormat).
+// GitUsesSHA256 reports whether a repository's config (its common
+// directory's) makes its object names SHA-256, as git reads it: the last
+// extensions.objectFormat, honoured only when the last
+// core.repositoryFormatVersion is 1 or more.
 func GitUsesSHA256(config []byte) bool {
 	keys, _ := parseGitConfig(config)
+	version, format := "0", ""
 	for _, k := range keys {
-		if k.section == "extensions" && !k.hasSub && k.name == "objectformat" {
-			return strings.EqualFold(strings.TrimSpace(k.value), "sha256")
+		switch {
+		case k.section == "core" && !k.hasSub && k.name == "repositoryformatversion":
+			version = strings.TrimSpace(k.value)
+		case k.section == "extensions" && !k.hasSub && k.name == "objectformat":
+			format = strings.TrimSpace(k.value)
 		}
 	}
-	return false
+	v, err := strconv.Atoi(version)
+	return err == nil && v >= 1 && strings.EqualFold(format, "sha256")
 }
 
 // indexEntryFixed is the size of an entry's fixed fields before its object
@@ -85,11 +93,7 @@ func checkIndexEntries(data []byte, hashLen int) error {
 	if _, err := ix.entries(12, count); err != nil {
 		return err
 	}
-	blocks, err := ieotBlocks(data, hashLen)
-	if err != nil {
-		return err
-	}
-	for _, b := range blocks {
+	for _, b := range ieotBlocks(data, hashLen) {
 		if _, err := ix.entries(int(b[0]), b[1]); err != nil {
 			return fmt.Errorf("(in the block at %d its IEOT extension names) %v", b[0], err)
 		}
@@ -148,35 +152,49 @@ func (ix indexReader) entries(off int, n uint32) (int, error) {
 // extension, found as git finds it: through the EOIE extension at the
 // end, which gives where the extensions begin (git also checks a hash of
 // their headers; without it, it reads in sequence, which is checked too).
-func ieotBlocks(data []byte, hashLen int) ([][2]uint32, error) {
+// Git 2.39's EOIE holds a 20-byte hash whatever the object names; one of
+// the names' length is looked for too, for git versions that write that.
+func ieotBlocks(data []byte, hashLen int) [][2]uint32 {
+	var out [][2]uint32
+	for _, eoieHash := range []int{sha1.Size, hashLen} {
+		out = append(out, ieotAt(data, hashLen, eoieHash)...)
+		if eoieHash == hashLen {
+			break
+		}
+	}
+	return out
+}
+
+// ieotAt is ieotBlocks for an EOIE whose hash is eoieHash bytes long.
+func ieotAt(data []byte, hashLen, eoieHash int) [][2]uint32 {
 	be := binary.BigEndian.Uint32
-	eoie := len(data) - hashLen - (8 + 4 + hashLen)
-	if eoie < 12 || string(data[eoie:eoie+4]) != "EOIE" || be(data[eoie+4:]) != uint32(4+hashLen) {
-		return nil, nil
+	eoie := len(data) - hashLen - (8 + 4 + eoieHash)
+	if eoie < 12 || string(data[eoie:eoie+4]) != "EOIE" || be(data[eoie+4:]) != uint32(4+eoieHash) {
+		return nil
 	}
 	off := int(be(data[eoie+8:]))
 	if off < 12 || off >= eoie {
-		return nil, nil
+		return nil
 	}
 	for off+8 <= len(data)-hashLen {
 		size := int(be(data[off+4:]))
 		if string(data[off:off+4]) != "IEOT" {
 			if size > len(data) {
-				return nil, nil
+				return nil
 			}
 			off += 8 + size
 			continue
 		}
 		if size < 4 || off+8+size > len(data) || be(data[off+8:]) != 1 {
-			return nil, nil // git does not use it
+			return nil // git does not use it
 		}
 		var blocks [][2]uint32
 		for b := data[off+12 : off+8+size]; len(b) >= 8; b = b[8:] {
 			blocks = append(blocks, [2]uint32{be(b), be(b[4:])})
 		}
-		return blocks, nil
+		return blocks
 	}
-	return nil, nil
+	return nil
 }
 
 // v2Name is the path of a version 2 or 3 entry beginning at off, its name
@@ -208,8 +226,8 @@ func v2Name(data []byte, off, nameAt, nameLen int) ([]byte, int, error) {
 // block) git ignores the number.
 func v4Name(data []byte, nameAt, nameLen int, prev []byte) (name []byte, next int, err error) {
 	strip, n := varint(data[nameAt:])
-	if n <= 0 {
-		return nil, 0, errors.New("bad prefix length")
+	if n < 0 {
+		return nil, 0, errors.New("prefix length past the end")
 	}
 	if prev == nil {
 		strip = 0
@@ -229,22 +247,29 @@ func v4Name(data []byte, nameAt, nameLen int, prev []byte) (name []byte, next in
 	return name, rest + end + 1, nil
 }
 
-// varint decodes git's offset varint (the one of its pack and index v4
-// formats, not LEB128): bytes read, 0 when malformed.
-func varint(b []byte) (uint64, int) {
+// varint decodes git's offset varint (its pack and index v4 one, not
+// LEB128) as decode_varint does: the value and the bytes read; on an
+// overflow git reads 0 and leaves the bytes to the name (n == 0); past
+// the end of b, n < 0.
+func varint(b []byte) (v uint64, n int) {
 	if len(b) == 0 {
-		return 0, 0
+		return 0, -1
 	}
-	v := uint64(b[0] & 0x7f)
-	i := 1
-	for c := b[0]; c&0x80 != 0; i++ {
-		if i >= len(b) || i > 9 {
+	c := b[0]
+	v, n = uint64(c&0x7f), 1
+	for c&0x80 != 0 {
+		v++
+		if v == 0 || v>>57 != 0 {
 			return 0, 0
 		}
-		c = b[i]
-		v = (v+1)<<7 | uint64(c&0x7f)
+		if n >= len(b) {
+			return 0, -1
+		}
+		c = b[n]
+		n++
+		v = v<<7 + uint64(c&0x7f)
 	}
-	return v, i
+	return v, n
 }
 
 // gitIndexPathProblem says why git would refuse path (with the entry's

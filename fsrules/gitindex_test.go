@@ -103,6 +103,49 @@ func TestGitIndexSafe(t *testing.T) {
 	}
 }
 
+// Git reads the object names' length from the repository's format: the
+// last extensions.objectFormat, only with repositoryFormatVersion 1 or
+// more (a first line saying sha1 above git's own sha256 misled sbx).
+func TestGitUsesSHA256(t *testing.T) {
+	for cfg, want := range map[string]bool{
+		"[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n":                        true,
+		"[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha1\n\tobjectformat = sha256\n": true,
+		"[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n\tobjectformat = sha1\n": false,
+		"[core]\n\trepositoryformatversion = 0\n[extensions]\n\tobjectformat = sha256\n":                        false,
+		"[extensions]\n\tobjectformat = sha256\n":                                                               false,
+		"": false,
+	} {
+		if got := GitUsesSHA256([]byte(cfg)); got != want {
+			t.Errorf("%q: %v, want %v", cfg, got, want)
+		}
+	}
+}
+
+// A version 4 name's prefix length that overflows git's varint is read by
+// git as 0 with its bytes left to the name (here three U+200C, which
+// HFS+ ignores, before .git).
+func TestGitIndexVarintOverflow(t *testing.T) {
+	name := "\u200c\u200c\u200c.git/hooks/pre-commit"
+	data := makeIndex(4, file(name))
+	at := strings.Index(string(data), "\x00"+name) // the one-byte prefix length
+	data = append(append([]byte{}, data[:at]...), data[at+1:len(data)-sha1.Size]...)
+	sum := sha1.Sum(data)
+	if ok, _ := GitIndexSafe(append(data, sum[:]...), false); ok {
+		t.Error("a name behind an overflowing prefix length passed")
+	}
+}
+
+// Git 2.39's EOIE holds a 20-byte hash in a SHA-256 repository's index too.
+func TestIEOTOfSHA256Index(t *testing.T) {
+	out := []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x00")
+	out = append(out, "IEOT\x00\x00\x00\x0c\x00\x00\x00\x01\x00\x00\x00\x40\x00\x00\x00\x01"...)
+	out = append(out, "EOIE\x00\x00\x00\x18\x00\x00\x00\x0c"...)
+	out = append(out, make([]byte, sha1.Size+32)...)
+	if got := ieotBlocks(out, 32); len(got) != 1 || got[0] != [2]uint32{0x40, 1} {
+		t.Errorf("blocks %v", got)
+	}
+}
+
 // withIEOT adds to an index of makeIndex the IEOT extension naming blocks
 // (offset, entries) and the EOIE extension that leads git to it.
 func withIEOT(index []byte, blocks ...[2]uint32) []byte {

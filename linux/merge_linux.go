@@ -456,11 +456,10 @@ func (m *merger) leaf(up, host int, name string, st, hst *unix.Stat_t, s scope) 
 		c.OldConfig, c.NewConfig = readSmall(host, name), readSmall(up, name)
 	case fsrules.IsGitIndexName(name) && s.git != "" && s.path == s.git+"/"+name && !c.Link && !c.Special:
 		c.NewIndex = readUpTo(up, name, fsrules.MaxGitIndex)
-		cfg := readSmall(up, "config")
-		if cfg == nil {
-			cfg = readSmall(host, "config")
+		var known bool
+		if c.IndexSHA256, known = indexSHA256(up, host, s.git); !known {
+			c.NewIndex = nil // refused: its object names' length is not known
 		}
-		c.IndexSHA256 = fsrules.GitUsesSHA256(cfg)
 	case name == "HEAD" && s.git != "" && s.path == s.git+"/HEAD" && !fsrules.LooksLikeHead(readSmall(host, name)):
 		// A new HEAD makes its directory a git directory: the config
 		// already there (from an earlier run, when this was no git
@@ -1172,6 +1171,32 @@ func readlinkat(dirFD int, name string) (string, error) {
 		return "", err
 	}
 	return string(buf[:n]), nil
+}
+
+// indexSHA256 reports whether git on the host, once the merge is done,
+// reads the index of git directory g (open as up and host) with SHA-256
+// object names: the format is its common directory's config's, as it
+// will stand. A linked worktree's commondir and an existing config's
+// format are the host's (the merge refuses changing them); a new
+// repository's config is the command's, if the merge takes it. known is
+// false for a linked worktree whose common config cannot be read.
+func indexSHA256(up, host int, g string) (sha256, known bool) {
+	if cd := readSmall(host, "commondir"); cd != nil {
+		common := strings.TrimSpace(string(cd))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(g, common)
+		}
+		cfg, err := fsrules.ReadRegular(filepath.Join(common, "config"))
+		return fsrules.GitUsesSHA256(cfg), err == nil
+	}
+	if old := readSmall(host, "config"); old != nil {
+		return fsrules.GitUsesSHA256(old), true
+	}
+	cfg := readSmall(up, "config")
+	if ok, _ := fsrules.GitConfigChange(nil, cfg); ok && cfg != nil {
+		return fsrules.GitUsesSHA256(cfg), true
+	}
+	return false, true
 }
 
 // readSmall reads a small regular file below dirFD; nil if there is none

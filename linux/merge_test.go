@@ -1198,3 +1198,46 @@ func TestMergeDoesNotCompareAHugeFile(t *testing.T) {
 		t.Errorf("the host's file: %v %v", fi, err)
 	}
 }
+
+// The object names' length an index is checked with is the repository's
+// format as it stands after the merge: a linked worktree's is its common
+// directory's (the worktree's own config is never read for it), an
+// existing config's stays (a change to it is refused), a new repository's
+// is the command's config if the merge takes it (red-team findings: each
+// of these let an index that git reads as .git/hooks/… through).
+func TestIndexSHA256(t *testing.T) {
+	sha256cfg := "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n"
+	tests := []struct {
+		name                 string
+		host, up, commonConf map[string]string
+		want, known          bool
+	}{
+		{"new repository", nil, map[string]string{"config": sha256cfg}, nil, true, true},
+		{"new repository, config refused", nil, map[string]string{"config": sha256cfg + "[core]\n\tfsmonitor = x\n"}, nil, false, true},
+		{"existing repository keeps its format", map[string]string{"config": "[core]\n\tbare = false\n"}, map[string]string{"config": sha256cfg}, nil, false, true},
+		{"existing SHA-256 repository", map[string]string{"config": sha256cfg}, nil, nil, true, true},
+		{"worktree of a SHA-256 repository", map[string]string{"commondir": "../..\n"}, map[string]string{"config": "[core]\n"}, map[string]string{"config": sha256cfg}, true, true},
+		{"worktree, own config says SHA-256", map[string]string{"commondir": "../..\n", "config": sha256cfg}, map[string]string{"config": sha256cfg}, map[string]string{"config": "[core]\n"}, false, true},
+		{"worktree, no common config", map[string]string{"commondir": "../..\n"}, nil, nil, false, false},
+	}
+	for _, tt := range tests {
+		root := t.TempDir()
+		common := filepath.Join(root, "common")
+		g := filepath.Join(common, "worktrees", "wt")
+		up := filepath.Join(root, "up")
+		for dir, files := range map[string]map[string]string{g: tt.host, up: tt.up, common: tt.commonConf} {
+			os.MkdirAll(dir, 0o755)
+			for name, content := range files {
+				os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
+			}
+		}
+		hostFD, _ := unix.Open(g, unix.O_DIRECTORY|unix.O_RDONLY, 0)
+		upFD, _ := unix.Open(up, unix.O_DIRECTORY|unix.O_RDONLY, 0)
+		got, known := indexSHA256(upFD, hostFD, g)
+		unix.Close(hostFD)
+		unix.Close(upFD)
+		if got != tt.want || known != tt.known {
+			t.Errorf("%s: sha256 %v known %v, want %v %v", tt.name, got, known, tt.want, tt.known)
+		}
+	}
+}
