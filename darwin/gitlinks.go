@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sbx-sandbox/sbx/fsrules"
 	"github.com/sbx-sandbox/sbx/internal/regular"
@@ -140,9 +141,17 @@ func setAsideBadIndexes(dirs []string, before map[string][2]int64) []string {
 	return out
 }
 
-// gitUsesSHA256 reports whether the git directory g's config makes its
-// object names SHA-256's.
+// gitUsesSHA256 reports whether the git directory g's repository format
+// makes its object names SHA-256's: its common directory's config (a
+// linked worktree's commondir), as git reads it.
 func gitUsesSHA256(g string) bool {
+	if cd, err := fsrules.ReadRegular(filepath.Join(g, "commondir")); err == nil {
+		common := strings.TrimSpace(string(cd))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(g, common)
+		}
+		g = common
+	}
 	data, err := fsrules.ReadRegular(filepath.Join(g, "config"))
 	return err == nil && fsrules.GitUsesSHA256(data)
 }
