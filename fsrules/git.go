@@ -47,8 +47,16 @@ func GitEntry(rel string, dir bool) (ok, config bool, why string) {
 		return true, false, ""
 	case top == "rebase-merge" || top == "rebase-apply" || top == "sequencer":
 		return false, false, "the state of a rebase or cherry-pick in progress: its todo list runs commands when continued on the host"
-	case len(parts) == 1 && !dir && (slices.Contains(gitDataFiles, top) || strings.HasPrefix(top, "sharedindex.") ||
-		strings.HasSuffix(top, ".lock")):
+	case len(parts) == 1 && !dir && strings.HasSuffix(top, ".lock"):
+		// Git renames X.lock to X when it is done: a lock the command
+		// leaves where the host's git holds one (git commit -a with its
+		// editor open) becomes the host's X unchecked. Only those of git's
+		// data that need no check of their content may change.
+		if base := strings.TrimSuffix(top, ".lock"); slices.Contains(gitDataFiles, base) && !IsGitIndexName(base) {
+			return true, false, ""
+		}
+		return false, false, "a lock file git on the host would rename to " + strings.TrimSuffix(top, ".lock") + " unchecked"
+	case len(parts) == 1 && !dir && (slices.Contains(gitDataFiles, top) || strings.HasPrefix(top, "sharedindex.")):
 		return true, false, ""
 	case (top == "remotes" || top == "branches") && len(parts) == 1 && dir:
 		return true, false, "" // git init makes branches/ empty; a file in either names where a push goes

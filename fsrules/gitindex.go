@@ -140,6 +140,11 @@ func (ix indexReader) entries(off int, n uint32) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("entry %d: %v", i, err)
 		}
+		if len(name) == 0 && mode&0o170000 == 0o120000 {
+			// A split index's replacing entry keeps the shared entry's
+			// name and takes this mode: it could make .gitmodules a link.
+			return 0, fmt.Errorf("entry %d replaces a shared entry with a symbolic link, which sbx cannot check", i)
+		}
 		if why := gitIndexPathProblem(string(name), mode); why != "" {
 			return 0, fmt.Errorf("holds the path %q, which git never writes there: %s", name, why)
 		}

@@ -75,6 +75,8 @@ func TestGitIndexSafe(t *testing.T) {
 		{"double slash", makeIndex(2, file("a//b")), false},
 		{"symlinked .gitmodules", makeIndex(2, indexEntry{".gitmodules", 0o120000}), false},
 		{".gitmodules file", makeIndex(2, file(".gitmodules")), true},
+		{"split index replacement", makeIndex(2, file("")), true},
+		{"split index replacement by a link", makeIndex(2, indexEntry{"", 0o120000}), false},
 		{"not an index", []byte("new index\n"), false},
 		{"nothing", nil, false},
 		{"truncated", makeIndex(2, file("a"), file("b"))[:70], false},

@@ -156,6 +156,9 @@ func (p *Policy) Check(c *Change) *Refusal {
 			return refuse("git", "this HEAD makes "+c.Git+" a git directory whose config "+why)
 		}
 	}
+	if c.Kind == Delete && !c.Dir && !strings.Contains(rel, "/") && strings.HasSuffix(rel, ".lock") {
+		return nil // a stale lock removed (rm .git/index.lock)
+	}
 	ok, config, why := GitEntry(rel, c.Dir)
 	if config {
 		if c.Kind == Delete {

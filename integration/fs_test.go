@@ -426,3 +426,29 @@ open(p, "wb").write(d + hashlib.sha1(d).digest())
 	gitOn(t, e.ws, "restore", ".")
 	assertAbsent(t, filepath.Join(e.ws, ".git", "hooks", "pre-commit"))
 }
+
+// TestLockFileBecomesNothingUnchecked: while the host's git holds
+// .git/index.lock (git commit -a with its editor open), a command that
+// writes its own index.lock (naming .git/hooks/pre-commit) or config.lock
+// has them refused: the host's git would rename them to index and config
+// unchecked when it finishes (a red-team finding). A stale lock the
+// command removes is removed.
+func TestLockFileBecomesNothingUnchecked(t *testing.T) {
+	e := newEnv(t)
+	e.newRepo()
+	g := filepath.Join(e.ws, ".git")
+	for _, n := range []string{"index.lock", "config.lock", "packed-refs.lock"} {
+		if err := os.WriteFile(filepath.Join(g, n), []byte("held by the host's git\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.write("locks.sh", `cd .git && cp index index.lock && printf '[core]\n\tfsmonitor = evil\n' > config.lock && rm packed-refs.lock`)
+	r := e.sh(`sh locks.sh`, "--mode", "bypassPermissions")
+	for _, n := range []string{"index.lock", "config.lock"} {
+		assertContent(t, filepath.Join(g, n), "held by the host's git\n")
+		if !strings.Contains(r.stderr, "refused to change "+filepath.Join(g, n)) {
+			t.Errorf("no refusal of %s: %s", n, r.stderr)
+		}
+	}
+	assertAbsent(t, filepath.Join(g, "packed-refs.lock"))
+}

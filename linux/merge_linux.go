@@ -1067,6 +1067,39 @@ func gitHolds(dir int) string {
 			return bad
 		}
 	}
+	for _, n := range []string{"index", "sharedindex"} {
+		if bad := badIndexIn(dir, n); bad != "" {
+			return bad
+		}
+	}
+	return ""
+}
+
+// badIndexIn names an index file of the host directory dir (index, or
+// sharedindex.* when prefix is "sharedindex") that git, were dir a git
+// directory, would read as naming a path it never writes ("" if none).
+func badIndexIn(dir int, prefix string) string {
+	names := []string{prefix}
+	if prefix != "index" {
+		all, err := readNames(dir)
+		if err != nil {
+			return "its entries (they cannot be listed)"
+		}
+		names = slices.DeleteFunc(all, func(n string) bool { return !strings.HasPrefix(n, prefix+".") })
+	}
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(dir, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return n + " (not a regular file)"
+		}
+		data := readUpTo(dir, n, fsrules.MaxGitIndex)
+		if ok, why := fsrules.GitIndexSafe(data, fsrules.GitUsesSHA256(readSmall(dir, "config"))); !ok {
+			return n + " (" + why + ")"
+		}
+	}
 	return ""
 }
 

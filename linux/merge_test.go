@@ -575,15 +575,20 @@ func TestGitHolds(t *testing.T) {
 		{link: "objects", want: "objects (a symbolic link)"},
 		// An earlier run, before this was a git directory, linked it.
 		{files: []string{"config"}, link: "=config", want: "config (a file with another name: a hard link)"},
+		// An index an earlier run left, unchecked then: git would trust it.
+		{files: []string{"index"}, want: "index (the index does not begin with DIRC)"},
+		{files: []string{"refs/heads/main", "sharedindex.ab"}, want: "sharedindex.ab (the index does not begin with DIRC)"},
+		{files: []string{"index=" + emptyIndex}, want: ""},
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()
 		for _, f := range tt.files {
+			f, content, _ := strings.Cut(f, "=")
 			p := filepath.Join(dir, f)
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(p, nil, 0o644); err != nil {
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
