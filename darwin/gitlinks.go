@@ -97,7 +97,8 @@ func removeNewGitLinks(dirs []string, before map[string]string) []string {
 func gitIndexes(dirs []string) map[string][2]int64 {
 	out := map[string][2]int64{}
 	for _, d := range dirs {
-		for _, pattern := range []string{"index", "sharedindex.*", "worktrees/*/index", "modules/*/index", "modules/*/sharedindex.*"} {
+		for _, pattern := range []string{"index", "index.lock", "sharedindex.*", "worktrees/*/index", "worktrees/*/index.lock",
+			"modules/*/index", "modules/*/index.lock", "modules/*/sharedindex.*"} {
 			matches, _ := filepath.Glob(filepath.Join(d, pattern))
 			for _, m := range matches {
 				if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {

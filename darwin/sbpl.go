@@ -416,7 +416,8 @@ func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, fsru
 
 // gitEntries is the regex, after a git directory's path, of the entries no
 // sandboxed command may change: hooks (they run on the host), config and
-// config.worktree (core.fsmonitor, aliases, filters run programs),
+// config.worktree (core.fsmonitor, aliases, filters run programs) and
+// their lock files (git on the host, holding one, renames it into place),
 // commondir and gitdir (they send git to another directory), alternates;
 // at any depth, so the git directories nested in modules/ (submodules:
 // their names may hold a slash) and worktrees/ are covered wherever they
@@ -426,7 +427,7 @@ func isGitDirRoot(r fsrules.Path) bool { return strings.HasPrefix(r.Origin, fsru
 // covered at the top of the git directory.
 func gitEntries() string {
 	own := strings.Join([]string{caseless("hooks") + "(/.*)?", caseless("config"), caseless("config.worktree"),
-		caseless("commondir"), caseless("gitdir")}, "|")
+		caseless("config.lock"), caseless("config.worktree.lock"), caseless("commondir"), caseless("gitdir")}, "|")
 	alternates := caseless("objects/info/") + "(" + caseless("http-") + ")?" + caseless("alternates")
 	// The legacy remotes/ and branches/ name where a push goes; at the top
 	// only (refs/remotes/ is git's own), so not in a git directory nested

@@ -280,6 +280,7 @@ func TestGitProtection(t *testing.T) {
 			{cr, w + "/sub/.git/hooks/pre-commit", ""}, {mod, w + "/sub/.git/config", ""}, {cr, w + "/sub/.Git/Config", ""},
 			{cr, w + "/sub/.git/modules/a/b/hooks/x", ""}, {cr, w + "/sub/.git/worktrees/x/commondir", ""},
 			{cr, w + "/.config/git/config", ""},
+			{cr, w + "/sub/.git/config.lock", ""}, {cr, m + "/modules/lib/config.lock", ""},
 			{cr, w + "/sub/.git/remotes/origin", ""}, {cr, m + "/branches/origin", ""}, {cr, m + "/Remotes", "DIRECTORY"},
 			// the outside git directory: no .git made in it, no nested
 			// git directory moved about
