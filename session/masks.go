@@ -3,6 +3,7 @@ package session
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sbx-sandbox/sbx/creds"
@@ -25,8 +26,8 @@ type masks struct {
 	env  []*creds.Secret // the environment's, fixed for the session
 
 	mu     sync.Mutex
-	byPath map[string]maskEntry
-	seen   []*creds.Secret // every file secret of the session
+	byPath map[string]maskEntry // by format and path
+	seen   []*creds.Secret      // every file secret of the session
 	red    *creds.Redactor
 }
 
@@ -42,21 +43,37 @@ func newMasks(home string, env []*creds.Secret, warn func(string)) *masks {
 }
 
 // now reads the credential files pol hides and returns their masks and
-// the secrets behind every placeholder a sandbox holds (the
-// environment's, then the files'). A file re-opened with allowRead is
-// seen as it is; one that cannot be read as its format stays hidden, with
-// a warning.
+// the secrets behind every placeholder a sandbox may hold: the
+// environment's, then every file secret of the session, a replaced
+// token's too (the proxy keeps binding it to its host and turns it back
+// into its placeholder in what a host that stored it sends back). A file
+// re-opened with allowRead is seen as it is; one that cannot be read as
+// its format stays hidden, with a warning, as does a file two credential
+// paths lead to (~/.npmrc a link to ~/.netrc: read as one format, the
+// other's secrets would stay in clear).
 func (m *masks) now(pol *fsrules.Policy) ([]pipeline.MaskedFile, []*creds.Secret) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var files []pipeline.MaskedFile
-	secrets := slices.Clone(m.env)
-	grew := false
+	rels := map[string][]string{}
+	var paths []string
 	for _, rel := range creds.MaskableFiles {
 		path, err := filepath.EvalSymlinks(filepath.Join(m.home, rel))
 		if err != nil || !hiddenFile(pol, path) {
 			continue
 		}
+		if rels[path] == nil {
+			paths = append(paths, path)
+		}
+		rels[path] = append(rels[path], rel)
+	}
+	var files []pipeline.MaskedFile
+	grew := false
+	for _, path := range paths {
+		if r := rels[path]; len(r) > 1 {
+			m.warn(path + " stays hidden from the sandbox: ~/" + strings.Join(r, " and ~/") + " lead to it, credential files of different formats")
+			continue
+		}
+		rel := rels[path][0]
 		e, fresh, err := m.entry(rel, path)
 		if err != nil {
 			m.warn("~/" + rel + " stays hidden from the sandbox: " + err.Error())
@@ -67,22 +84,22 @@ func (m *masks) now(pol *fsrules.Policy) ([]pipeline.MaskedFile, []*creds.Secret
 			grew = grew || len(e.secrets) > 0
 		}
 		files = append(files, e.file)
-		secrets = append(secrets, e.secrets...)
 	}
 	if grew {
 		m.red = creds.NewRedactor(slices.Concat(m.env, m.seen))
 	}
-	return files, secrets
+	return files, slices.Concat(m.env, m.seen)
 }
 
-// entry is the mask of the credential file at path, made again only when
-// its content changed (fresh).
+// entry is the mask of the credential file at path, read as the format
+// of rel, made again only when its content changed (fresh).
 func (m *masks) entry(rel, path string) (maskEntry, bool, error) {
 	data, err := regular.Read(path, 1<<20)
 	if err != nil {
 		return maskEntry{}, false, err
 	}
-	if e, ok := m.byPath[path]; ok && e.data == string(data) {
+	key := rel + "\x00" + path
+	if e, ok := m.byPath[key]; ok && e.data == string(data) {
 		return e, false, nil
 	}
 	f, err := creds.MaskFile(rel, path, data)
@@ -90,7 +107,7 @@ func (m *masks) entry(rel, path string) (maskEntry, bool, error) {
 		return maskEntry{}, false, err
 	}
 	e := maskEntry{data: string(data), file: pipeline.MaskedFile{Path: path, Content: f.Content}, secrets: f.Secrets}
-	m.byPath[path] = e
+	m.byPath[key] = e
 	return e, true, nil
 }
 

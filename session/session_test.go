@@ -425,7 +425,32 @@ func TestMasksReadAgainForEachCall(t *testing.T) {
 	holds := func(spec *pipeline.Spec, v string) bool {
 		return slices.ContainsFunc(spec.Secrets, func(sec *creds.Secret) bool { return sec.Value() == v })
 	}
-	if !holds(first, old) || !holds(second, renewed) || holds(second, old) || !holds(second, realToken) {
+	// The replaced token stays bound to its host, so the proxy turns it
+	// back into its placeholder in what a host that stored it returns.
+	if !holds(first, old) || !holds(second, renewed) || !holds(second, old) || !holds(second, realToken) {
 		t.Errorf("the calls' secrets: first %v, second %v", first.Secrets, second.Secrets)
+	}
+}
+
+// A credential file two credential paths lead to (~/.npmrc a link to
+// ~/.netrc) stays hidden: read as .npmrc, the netrc's password (with an
+// "=" in it) was kept in clear, and the netrc's own mask came from that
+// reading (a red-team finding).
+func TestMaskOfAFileTwoPathsLeadTo(t *testing.T) {
+	f := &fake{}
+	var warned []string
+	s := open(t, "", f, func(o *Options) { o.Warn = func(w string) { warned = append(warned, w) } })
+	netrc := filepath.Join(s.home, ".netrc")
+	os.WriteFile(netrc, []byte("machine example.com login me password dG9rZW5TRUNSRVQxMjM0NQ==\n"), 0o600)
+	os.Symlink(netrc, filepath.Join(s.home, ".npmrc"))
+	res := s.Tool(context.Background(), []byte(`{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"true"}}`))
+	if f.spec == nil {
+		t.Fatalf("result %+v", res)
+	}
+	if len(f.spec.MaskedFiles) != 0 {
+		t.Errorf("masked: %q", f.spec.MaskedFiles[0].Content)
+	}
+	if !slices.ContainsFunc(warned, func(w string) bool { return strings.Contains(w, netrc+" stays hidden") }) {
+		t.Errorf("warnings: %q", warned)
 	}
 }
