@@ -916,7 +916,7 @@ func (c *compiler) gitDirsOutside(ws string) []Path {
 	dotGit := filepath.Join(top, ".git")
 	origin := GitDirOrigin + " (" + dotGit + "), validated"
 	switch {
-	case fi.IsDir() && top != ws && c.isGitDir(dotGit) && c.ownWorkTree(dotGit, top):
+	case fi.IsDir() && top != ws && c.isGitDir(dotGit) && c.ownWorkTree(dotGit):
 		return []Path{{Path: dotGit, Exists: true, Dir: true, Origin: origin}}
 	case !fi.Mode().IsRegular():
 		return nil // the workspace's own .git directory, a link, or not a repository's
@@ -969,9 +969,9 @@ func (c *compiler) repoTop(ws string) (string, fs.FileInfo, bool) {
 }
 
 // ownWorkTree reports whether the .git directory dotGit's configuration
-// can be read and leaves its work tree at top: neither core.bare nor
+// can be read and leaves its work tree where it lies: neither core.bare nor
 // core.worktree set (see [compiler.gitDirConfig]).
-func (c *compiler) ownWorkTree(dotGit, top string) bool {
+func (c *compiler) ownWorkTree(dotGit string) bool {
 	keys, ok := c.gitDirConfig(dotGit)
 	if !ok {
 		c.warnf("%s: its config cannot be checked (an include, or what sbx cannot read); git cannot write outside the workspace", dotGit)
