@@ -991,3 +991,33 @@ func TestDenyReadNamesCoverLaterEntries(t *testing.T) {
 		[]access{r("/Users/dev/notes.env"), r("/Users/dev/.envs/proj/main.go"), r("/Users/dev/a1/k.pem"), r("/Users/dev/a[1]/k.txt")},
 		[]access{r("/Users/dev/.env"), r("/Users/dev/.ENV.local"), r("/Users/dev/.envs/other"), r("/Users/dev/a[1]/k.pem"), r("/.env")})
 }
+
+// sbx run in a subfolder of a repository: the repository's .git is a
+// writable root for git's data (hooks, config, alternates and the legacy
+// remote files stay protected); the rest of the work tree stays read-only.
+func TestGitProtectionFromASubfolder(t *testing.T) {
+	h := &fakeFS{
+		dirs: map[string]bool{"/Users": true, "/Users/dev": true, "/Users/dev/repo": true, "/Users/dev/repo/sub": true,
+			"/Users/dev/repo/.git": true, "/Users/dev/repo/.git/objects": true},
+		files: map[string]string{"/Users/dev/repo/.git/HEAD": "ref: refs/heads/main\n"},
+	}
+	pol, err := fsrules.Compile(fsrules.Input{Workspace: "/Users/dev/repo/sub"},
+		fsrules.Host{Home: "/Users/dev", EvalSymlinks: h.eval, Lstat: h.lstat, ReadFile: h.readFile,
+			Glob: func(string) ([]string, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := Profile(ProfileInput{FS: pol, TmpDir: "/private/tmp/run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const g = "/Users/dev/repo/.git"
+	mod, cr := "file-write-data", "file-write-create"
+	checkAccess(t, prof, []access{
+		{cr, g + "/objects/ab/cdef", ""}, {mod, g + "/refs/heads/main", ""}, {mod, g + "/index", ""}, {cr, g + "/index.lock", ""},
+		{cr, "/Users/dev/repo/sub/f", ""},
+	}, []access{
+		{cr, g + "/hooks/pre-commit", ""}, {mod, g + "/config", ""}, {cr, g + "/config.lock", ""},
+		{cr, g + "/objects/info/alternates", ""}, {cr, g + "/remotes/origin", ""}, {cr, "/Users/dev/repo/other", ""},
+	})
+}
