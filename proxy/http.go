@@ -308,9 +308,15 @@ type countRW struct {
 	up *atomic.Int64
 }
 
+// Write counts p before it is sent: the answer to it may come back, and
+// the exchange end (and be audited), before a count made after the send
+// returned would run. A short write takes back what was not sent.
 func (c *countRW) Write(p []byte) (int, error) {
+	c.up.Add(int64(len(p)))
 	n, err := c.w.Write(p)
-	c.up.Add(int64(n))
+	if n < len(p) {
+		c.up.Add(int64(n - len(p)))
+	}
 	return n, err
 }
 
