@@ -171,6 +171,8 @@ func (ir *initRun) startCommand() (pid, code int, err error) {
 		}
 		ir.mark(phaseStub)
 	}
+	// Made while a warm sandbox waits, and checked when its call comes.
+	pre := prepareRead(&ir.spec)
 	got, err := readCall(io.MultiReader(ir.dec.Buffered(), ir.in), &ir.call)
 	if !got || err != nil || len(ir.call.Argv) == 0 {
 		stub.kill()
@@ -190,7 +192,7 @@ func (ir *initRun) startCommand() (pid, code int, err error) {
 		stub.kill()
 		return 0, code, err
 	}
-	readFD, err := readRules(&ir.spec)
+	readFD, err := pre.take(&ir.spec)
 	if err != nil {
 		stub.kill()
 		return 0, ExitInitFailed, err
@@ -316,7 +318,7 @@ func readRules(spec *InitSpec) (int, error) {
 	if err != nil {
 		return -1, nil
 	}
-	fd, err := readRuleset(abi, spec)
+	fd, err := readRuleset(abi, spec, nil)
 	if err != nil {
 		return -1, fmt.Errorf("landlock: read rules: %w", err)
 	}

@@ -68,9 +68,11 @@ func restrictWrites(abi int, writable []string) error {
 // with it (restrictSelf: the command's, when its call has come), lets it
 // read files only below the paths writable, below readRoots and in the
 // masks still where they were bound; -1 when spec hides nothing there.
-// It is made when the call comes, so that what the host changed around a
-// hidden path before (while a warm sandbox waited) is readable.
-func readRuleset(abi int, spec *InitSpec) (int, error) {
+// It is made before the call comes and used only if nothing it lists
+// changed meanwhile, else made again when it comes (see preparedRead), so
+// that what the host changed around a hidden path while a warm sandbox
+// waited is readable. listing is passed to readRoots.
+func readRuleset(abi int, spec *InitSpec, listing func(dir string)) (int, error) {
 	if len(spec.Hidden) == 0 { // names apply only beside something hidden
 		return -1, nil
 	}
@@ -99,7 +101,7 @@ func readRuleset(abi int, spec *InitSpec) (int, error) {
 			return nil
 		}
 		return err
-	})
+	}, listing)
 	for _, p := range spec.Writable {
 		if err == nil {
 			err = addRule(fd, pathAt{dirfd: unix.AT_FDCWD, name: p}, writable, nil)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,7 @@ func TestReadRoots(t *testing.T) {
 		}
 		roots = append(roots, name)
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestRestrictHelper(t *testing.T) {
 	if err := restrictWrites(abi, spec.Writable); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := readRuleset(abi, &spec)
+	fd, err := readRuleset(abi, &spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +221,70 @@ func TestNoReadRulesForNamesAlone(t *testing.T) {
 		}
 		t.Skipf("no Landlock: %v", err)
 	}
-	fd, err := readRuleset(7, &InitSpec{Writable: []string{"/tmp"}, HiddenNames: []HiddenName{{Dir: "/", Name: ".env*"}}})
+	fd, err := readRuleset(7, &InitSpec{Writable: []string{"/tmp"}, HiddenNames: []HiddenName{{Dir: "/", Name: ".env*"}}}, nil)
 	if err != nil || fd != -1 {
 		t.Errorf("readRuleset = %d, %v; want no ruleset", fd, err)
+	}
+}
+
+// A read ruleset made before the call is used only if no directory it
+// lists changed since, nor within readStampMargin before it was made: a
+// file the host saves by rename in the home while a warm sandbox waits
+// would have no rule in it.
+func TestPreparedReadOnlyWhileUnchanged(t *testing.T) {
+	if _, err := LandlockABI(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	d := t.TempDir()
+	home := filepath.Join(d, "home")
+	mkfile(t, filepath.Join(home, ".ssh", "id"), "x")
+	mkfile(t, filepath.Join(home, "plain"), "x")
+	spec := &InitSpec{Hidden: []string{filepath.Join(home, ".ssh")}, Writable: []string{filepath.Join(d, "w")}}
+	os.MkdirAll(spec.Writable[0], 0o755)
+	old := time.Now().Add(-time.Hour)
+	age := func() {
+		for _, p := range []string{home, d} {
+			os.Chtimes(p, old, old)
+		}
+	}
+	tests := []struct {
+		name   string
+		before func() // before the ruleset is made
+		after  func() // between it and the call
+		reused bool
+	}{
+		{"nothing changed", age, func() {}, true},
+		{"a file saved by rename in the home", age, func() {
+			mkfile(t, filepath.Join(home, ".gitconfig.lock"), "x")
+			os.Rename(filepath.Join(home, ".gitconfig.lock"), filepath.Join(home, ".gitconfig"))
+		}, false},
+		{"a directory changed just before", func() { age(); mkfile(t, filepath.Join(home, "recent"), "x") }, func() {}, false},
+	}
+	for _, tt := range tests {
+		tt.before()
+		p := prepareRead(spec)
+		if p.err != nil || p.fd < 0 {
+			t.Fatalf("%s: prepared %d, %v", tt.name, p.fd, p.err)
+		}
+		if _, ok := p.dirs[home]; !ok {
+			t.Fatalf("%s: the home's state was not taken: %v", tt.name, p.dirs)
+		}
+		for dir := range p.dirs {
+			if !strings.HasPrefix(dir, d) {
+				delete(p.dirs, dir) // /tmp and above change as other tests run
+			}
+		}
+		tt.after()
+		if got := p.unchanged(); got != tt.reused {
+			t.Errorf("%s: unchanged = %v, want %v", tt.name, got, tt.reused)
+		}
+		fd, err := p.take(spec)
+		if err != nil || fd < 0 {
+			t.Errorf("%s: take = %d (%v)", tt.name, fd, err)
+		}
+		unix.Close(fd)
 	}
 }
