@@ -425,6 +425,14 @@ type compiler struct {
 	// entries looked at by walkPath.
 	memo   map[string]resolved
 	lstats map[string]lstatResult
+	// outside is gitDirsOutside's answer for the workspace, once made
+	// (the policy and its git links both need it; its warnings once).
+	outside *gitDirsOf
+}
+
+type gitDirsOf struct {
+	ws   string
+	dirs []Path
 }
 
 type lstatResult struct {
@@ -909,6 +917,14 @@ func checkRoot(w Path, home string, homeRoot bool) error {
 // the worktree's directory under worktrees/. A repository whose work tree
 // is the home directory or above it (a home kept in git) is never written.
 func (c *compiler) gitDirsOutside(ws string) []Path {
+	if c.outside == nil || c.outside.ws != ws {
+		c.outside = &gitDirsOf{ws, c.findGitDirsOutside(ws)}
+	}
+	return c.outside.dirs
+}
+
+// findGitDirsOutside is gitDirsOutside, made.
+func (c *compiler) findGitDirsOutside(ws string) []Path {
 	top, fi, ok := c.repoTop(ws)
 	if !ok || top != ws && Within(c.pol.Home, top) {
 		return nil

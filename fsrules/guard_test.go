@@ -871,3 +871,26 @@ func TestGlobFollowMatchesDoublestar(t *testing.T) {
 		}
 	}
 }
+
+// A git directory outside the workspace that fails its checks is said once
+// per compile, though the policy and its git links both look for it.
+func TestGitDirsOutsideWarnOnce(t *testing.T) {
+	h := newFakeHost()
+	for _, d := range []string{"/home/u/main", "/home/u/main/.git", "/home/u/main/.git/objects", "/home/u/main/sub"} {
+		h.dirs[d] = true
+	}
+	h.content = map[string]string{"/home/u/main/.git/HEAD": "ref: refs/heads/main\n", "/home/u/main/.git/config": "[include]\n\tpath = x\n"}
+	pol, err := Compile(Input{Workspace: "/home/u/main/sub"}, h.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range pol.Warnings {
+		if strings.Contains(w, "config cannot be checked") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("warned %d times: %q", n, pol.Warnings)
+	}
+}
