@@ -26,6 +26,9 @@ type FSFlags struct {
 	// that variables move out of the home directory ($CARGO_HOME,
 	// $DOCKER_CONFIG …); nil reads none.
 	Getenv func(string) string
+	// Glob looks for the files the defaults hide or re-open by pattern
+	// (.env*, the public halves of SSH keys); nil means filepath.Glob.
+	Glob func(string) ([]string, error)
 }
 
 // FSInput gathers the filesystem lists of the merged settings and the flags
@@ -34,7 +37,11 @@ type FSFlags struct {
 func FSInput(s *settings.Settings, flags FSFlags, workspace string) fsrules.Input {
 	in := fsrules.Input{Workspace: workspace, HomeRoot: flags.HomeWorkspace, Caches: flags.Caches}
 	if s != nil && s.Home != "" {
-		defaultCredentialDenies(s.Home, workspace, &in)
+		glob := flags.Glob
+		if glob == nil {
+			glob = filepath.Glob
+		}
+		defaultCredentialDenies(s.Home, workspace, glob, &in)
 	}
 	envCredentialDenies(flags.Getenv, workspace, &in)
 	own := "sbx's own files"
@@ -232,13 +239,13 @@ var credentialReopen = []string{".ssh/known_hosts", ".ssh/*.pub", ".ssh/config"}
 // defaultCredentialDenies adds the credential files to denyRead, and any
 // .env* file in the home directory or in a directory above the workspace
 // (what exists at start; inside the workspace they stay readable).
-func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
+func defaultCredentialDenies(home, workspace string, glob func(string) ([]string, error), in *fsrules.Input) {
 	origin := "credential files (sbx default; re-open with allowRead)"
 	for _, f := range credentialFiles {
 		in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: filepath.Join(home, f), BaseDir: home, Origin: origin, Optional: true})
 	}
 	for _, f := range credentialReopen {
-		matches, _ := filepath.Glob(filepath.Join(home, f))
+		matches, _ := glob(filepath.Join(home, f))
 		for _, m := range matches {
 			in.AllowRead = append(in.AllowRead, fsrules.Rule{Pattern: m, BaseDir: home, Origin: origin, Optional: true})
 		}
@@ -255,7 +262,7 @@ func defaultCredentialDenies(home, workspace string, in *fsrules.Input) {
 	for _, d := range dirs {
 		// One made during the run stays unreadable too.
 		in.DenyReadNames = append(in.DenyReadNames, fsrules.NamePattern{Dir: d, Name: ".env*", Origin: origin})
-		matches, _ := filepath.Glob(filepath.Join(d, ".env*"))
+		matches, _ := glob(filepath.Join(d, ".env*"))
 		for _, m := range matches {
 			if !fsrules.Within(m, workspace) {
 				in.DenyRead = append(in.DenyRead, fsrules.Rule{Pattern: m, BaseDir: d, Origin: origin, Optional: true})

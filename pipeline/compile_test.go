@@ -79,7 +79,7 @@ func TestDotEnvAboveTheWorkspace(t *testing.T) {
 		os.WriteFile(p, []byte("x"), 0o600)
 	}
 	var in fsrules.Input
-	defaultCredentialDenies(home, ws, &in)
+	defaultCredentialDenies(home, ws, filepath.Glob, &in)
 	var got []string
 	for _, r := range in.DenyRead {
 		if strings.Contains(filepath.Base(r.Pattern), ".env") {

@@ -76,7 +76,7 @@ type Runner struct {
 	// FS and Net are the sandbox policy for Bash calls.
 	FS  *fsrules.Policy
 	Net *NetPolicy
-	// FSNow, when set, compiles the filesystem policy again for each Bash
+	// FSNow, when set, gives the filesystem policy as the host is at each
 	// call (a long-lived session: a denyRead path that appeared since it
 	// started is hidden too); an error refuses the call.
 	FSNow func() (*fsrules.Policy, error)
@@ -433,7 +433,7 @@ func (r *Runner) BashSpec(command string) (*Spec, error) {
 		Secrets: secrets, Platform: r.Platform, MaskedFiles: masked, OneStream: !r.SeparateStreams}, nil
 }
 
-// fsNow is the filesystem policy for a call: compiled again (FSNow) for a
+// fsNow is the filesystem policy for a call: as the host is now (FSNow) for a
 // long-lived session, the session's otherwise.
 func (r *Runner) fsNow() (*fsrules.Policy, error) {
 	if r.FSNow != nil {
@@ -448,7 +448,7 @@ func (r *Runner) tracedSpec(ctx context.Context, command string) (*Spec, error) 
 	tr.Mark("sbx: call read and decided")
 	spec, err := r.BashSpec(command)
 	if err == nil && r.FSNow != nil {
-		tr.Mark("sbx: filesystem policy compiled again")
+		tr.Mark("sbx: filesystem policy as the host is now (compiled, or the last one if what it read is unchanged)")
 	}
 	return spec, err
 }

@@ -379,11 +379,15 @@ func (s *Session) build() (*sandbox, error) {
 	case cache != "":
 		fsf.Caches = append(slices.Clip(fsf.Caches), cache)
 	}
-	compile := func() (*fsrules.Policy, error) {
-		return fsrules.Compile(pipeline.FSInput(s.st, fsf, s.dir), fsrules.Host{Home: s.home})
+	compile := func(tr *fsrules.Trace) (*fsrules.Policy, error) {
+		f, host := fsf, fsrules.Host{Home: s.home}
+		if tr != nil {
+			f.Getenv, f.Glob, host = tr.Getenv(f.Getenv), tr.Glob(filepath.Glob), tr.Host(host)
+		}
+		return fsrules.Compile(pipeline.FSInput(s.st, f, s.dir), host)
 	}
 	var err error
-	if sb.fs, err = compile(); err != nil {
+	if sb.fs, err = compile(nil); err != nil {
 		return nil, err
 	}
 	for _, w := range sb.fs.Warnings {
@@ -432,9 +436,11 @@ func (s *Session) build() (*sandbox, error) {
 		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.masks.redactor(), Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt,
 		SeparateStreams: s.opts.SeparateStreams}
 	if s.opts.Warm {
-		// A long-lived session: paths are resolved again for each call.
+		// A long-lived session: paths are resolved again for each call
+		// (unless nothing the last compile read has changed).
+		now := &policyNow{compile: compile}
 		sb.runner.FSNow = func() (*fsrules.Policy, error) {
-			p, err := compile()
+			p, _, err := now.get()
 			if err == nil {
 				for _, w := range p.Warnings {
 					s.warn(w)

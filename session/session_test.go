@@ -454,3 +454,34 @@ func TestMaskOfAFileTwoPathsLeadTo(t *testing.T) {
 		t.Errorf("warnings: %q", warned)
 	}
 }
+
+// A long-lived session's calls reuse the last filesystem policy while
+// nothing its compile read has changed, and compile it again when the
+// host changes: here a .env file saved in the directory above the
+// workspace, which only the defaults' look for .env* files finds.
+func TestWarmPolicyFollowsTheHost(t *testing.T) {
+	f := &fake{}
+	s := open(t, "", f, func(o *Options) { o.Warm = true })
+	call := func(i int) *fsrules.Policy {
+		t.Helper()
+		f.spec = nil
+		res := s.Tool(context.Background(), []byte(fmt.Sprintf(`{"type":"tool_use","id":"t%d","name":"Bash","input":{"command":"true"}}`, i)))
+		if f.spec == nil {
+			t.Fatalf("call %d: %+v", i, res)
+		}
+		return f.spec.FS
+	}
+	env := filepath.Join(filepath.Dir(s.Dir()), ".env.prod")
+	denied := func(p *fsrules.Policy) bool {
+		return slices.ContainsFunc(p.DenyRead, func(d fsrules.Path) bool { return d.Path == env })
+	}
+	first, second := call(1), call(2)
+	if first != second {
+		t.Error("nothing changed and the policy was compiled again")
+	}
+	os.WriteFile(env, []byte("DB_PASSWORD=x\n"), 0o600)
+	third := call(3)
+	if third == second || !denied(third) || denied(second) {
+		t.Errorf("a .env file saved above the workspace between calls: denied before %v, after %v", denied(second), denied(third))
+	}
+}
