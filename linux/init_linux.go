@@ -554,6 +554,14 @@ const RlimitArg = "__sbx_rlimit"
 // its arguments, and execs the command:
 // sbx __sbx_rlimit CPU NOFILE NPROC DATA HOLD
 func RlimitExec(args []string) int {
+	// The read rules hold for the thread that restricts itself with them
+	// (restrictSelf), and exec runs the command from the thread that calls
+	// it: the goroutine must not move between the two. Unlocked, the
+	// runtime moved it now and then under load (a system call that waited
+	// for the CPU lost its P), and the command ran without its read rules:
+	// a credential file the host made during a warm call was read in
+	// clear. Never unlocked: the process execs or exits.
+	runtime.LockOSThread()
 	vals, ok := parseStubArgs(args)
 	if !ok {
 		fmt.Fprintln(os.Stderr, "sbx: bad rlimit exec")
