@@ -391,7 +391,7 @@ func (s *Session) build() (*sandbox, error) {
 		return nil, err
 	}
 	for _, w := range sb.fs.Warnings {
-		s.warn(w)
+		s.warnOnce(w)
 	}
 	if sb.net, err = pipeline.NetInput(s.st, s.opts.Net, s.opts.NetAsk != nil); err != nil {
 		return nil, err
@@ -443,7 +443,7 @@ func (s *Session) build() (*sandbox, error) {
 			p, _, err := now.get()
 			if err == nil {
 				for _, w := range p.Warnings {
-					s.warn(w)
+					s.warnOnce(w) // not again at each call of a long session
 				}
 			}
 			return p, err

@@ -485,3 +485,30 @@ func TestWarmPolicyFollowsTheHost(t *testing.T) {
 		t.Errorf("a .env file saved above the workspace between calls: denied before %v, after %v", denied(second), denied(third))
 	}
 }
+
+// A policy warning is given once in a long-lived session, not at each
+// call (a wildcard denyRead's, three times per call before).
+func TestPolicyWarningOncePerSession(t *testing.T) {
+	var warned []string
+	f := &fake{}
+	s := open(t, `{"sandbox":{"filesystem":{"denyRead":["./keys/*.key"]}}}`, f, func(o *Options) {
+		o.Warm = true
+		o.Warn = func(m string) { warned = append(warned, m) }
+	})
+	os.MkdirAll(filepath.Join(s.Dir(), "keys"), 0o755)
+	os.WriteFile(filepath.Join(s.Dir(), "keys", "a.key"), []byte("k"), 0o600)
+	for i := range 3 {
+		if res := s.Tool(context.Background(), []byte(fmt.Sprintf(`{"type":"tool_use","id":"t%d","name":"Bash","input":{"command":"true"}}`, i))); f.spec == nil {
+			t.Fatalf("call %d: %+v", i, res)
+		}
+	}
+	n := 0
+	for _, w := range warned {
+		if strings.Contains(w, "has wildcards") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the wildcard warning was given %d times in three calls: %q", n, warned)
+	}
+}
