@@ -58,9 +58,6 @@ func (t *Trace) Same() bool {
 	return true
 }
 
-// Len is the number of distinct questions recorded.
-func (t *Trace) Len() int { return len(t.order) }
-
 func (t *Trace) note(q question, sum [sha256.Size]byte, ask func() [sha256.Size]byte) {
 	if a, ok := t.answers[q]; ok {
 		if a.sum != sum {
@@ -93,7 +90,7 @@ func (t *Trace) Host(h Host) Host {
 			}
 			return seen, nil
 		},
-		Glob:     t.glob('g', h.glob),
+		Glob:     record(t, 'g', h.glob),
 		ReadFile: record(t, 'f', h.readFile),
 		ReadDir: func(p string) ([]fs.DirEntry, error) {
 			ents, err := h.readDir(p)
@@ -111,11 +108,7 @@ func (t *Trace) Host(h Host) Host {
 // Glob returns glob (a file system glob of a caller that builds
 // Compile's input) with its questions recorded in t.
 func (t *Trace) Glob(glob func(string) ([]string, error)) func(string) ([]string, error) {
-	return t.glob('G', glob)
-}
-
-func (t *Trace) glob(op byte, glob func(string) ([]string, error)) func(string) ([]string, error) {
-	return record(t, op, glob)
+	return record(t, 'G', glob)
 }
 
 // Getenv returns get with its questions recorded in t (nil stays nil).

@@ -19,22 +19,21 @@ type policyNow struct {
 	trace *fsrules.Trace
 }
 
-// get returns the policy for a call and whether it is the last one,
-// unchanged.
-func (p *policyNow) get() (*fsrules.Policy, bool, error) {
+// get returns the policy for a call.
+func (p *policyNow) get() (*fsrules.Policy, error) {
 	p.mu.Lock()
 	pol, tr := p.pol, p.trace
 	p.mu.Unlock()
 	if pol != nil && tr.Same() {
-		return pol, true, nil
+		return pol, nil
 	}
 	tr = fsrules.NewTrace()
 	pol, err := p.compile(tr)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	p.mu.Lock()
 	p.pol, p.trace = pol, tr
 	p.mu.Unlock()
-	return pol, false, nil
+	return pol, nil
 }

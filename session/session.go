@@ -440,7 +440,7 @@ func (s *Session) build() (*sandbox, error) {
 		// (unless nothing the last compile read has changed).
 		now := &policyNow{compile: compile}
 		sb.runner.FSNow = func() (*fsrules.Policy, error) {
-			p, _, err := now.get()
+			p, err := now.get()
 			if err == nil {
 				for _, w := range p.Warnings {
 					s.warnOnce(w) // not again at each call of a long session
