@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/pipeline"
 	"golang.org/x/sys/unix"
 )
 
@@ -271,5 +273,61 @@ except OSError as e:
 	r := e.sbxIn(stdin, "run", "--", "python3", "-c", script)
 	if n := accepted.Load(); n != 0 || !strings.Contains(r.stdout, "refused 1") {
 		t.Errorf("host abstract socket accepted %d; stdout:\n%s\nstderr:\n%s", n, r.stdout, r.stderr)
+	}
+}
+
+// TestWarmSandboxFollowsAnAllowedSocketLink: allowUnixSockets names a
+// link, resolved when a warm sandbox is launched; the host re-points it
+// to another daemon's socket before the call. The call reaches the new
+// one only, as a fresh run would (before, the warm sandbox still let it
+// reach the old socket and refused the new).
+func TestWarmSandboxFollowsAnAllowedSocketLink(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "python3")
+	dir := hostDir(t, "/var/tmp", "sbx-it-unix-")
+	old := listenOnHost(t, dir, "old.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "new.sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	newAccepted := countAccepts(ln, []byte("new"))
+	link := filepath.Join(dir, "daemon.sock")
+	if err := os.Symlink(old.path, link); err != nil {
+		t.Fatal(err)
+	}
+	dial := fmt.Sprintf(`python3 -c 'import socket,sys
+for p in sys.argv[1:]:
+    c = socket.socket(socket.AF_UNIX)
+    try:
+        c.connect(p); print(p, c.recv(8).decode())
+    except OSError as e:
+        print(p, "err", e.errno)' %s %s`, link, old.path)
+	spec := func() *pipeline.Spec {
+		s := e.toolSpec(t, dial)
+		s.Platform.UnixSockets = []string{link}
+		return s
+	}
+	ex := e.warmExecutor(t)
+	ex.Prewarm(spec())
+	if !ex.WaitWarm(context.Background()) {
+		t.Fatal("Prewarm launched no warm sandbox")
+	}
+	tmp := link + ".tmp"
+	if err := os.Symlink(filepath.Join(dir, "new.sock"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+	out, code, _ := warmRun(t, ex, spec())
+	if code != 0 || !strings.Contains(out, link+" new") || !strings.Contains(out, old.path+" err") {
+		t.Errorf("after the link was re-pointed: exit %d\n%s", code, out)
+	}
+	if n := old.accepted.Load(); n != 0 {
+		t.Errorf("the socket the link no longer names accepted %d connections", n)
+	}
+	if n := newAccepted.Load(); n != 1 {
+		t.Errorf("the socket the link names now accepted %d connections, want 1", n)
 	}
 }

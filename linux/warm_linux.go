@@ -52,6 +52,12 @@ func hostIDs(r *run) map[string]fileID {
 			ids[op.Src] = statID(op.Src)
 		}
 	}
+	// A Unix socket the settings allow is resolved at the launch: a link
+	// to one the host re-points since (another daemon's) makes the
+	// sandbox stale, as a fresh run would reach the new one only.
+	for _, p := range r.spec.Platform.UnixSockets {
+		ids[p] = statID(p)
+	}
 	return ids
 }
 
