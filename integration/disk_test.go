@@ -284,7 +284,7 @@ func TestDiskBudgetStrict(t *testing.T) {
 	settings := `{"sandbox":{"filesystem":{"allowWrite":["` + logf + `"]}}}`
 	e.write("marker", "")
 	r := e.sh(`rm marker`, "--max-disk", "8M", "--settings", settings)
-	if r.code != 125 || !strings.Contains(r.stderr, "the disk budget (--max-disk) cannot be enforced here") {
+	if r.code != 125 || !strings.Contains(r.stderr, "cannot be made transactional here with the disk budget (--max-disk)") {
 		t.Errorf("a user-set budget that cannot hold: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	assertContent(t, e.path("marker"), "")

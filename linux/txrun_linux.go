@@ -164,11 +164,14 @@ func (r *run) txResult(ctx context.Context, initRan bool) error {
 		return r.finishDeadHelper(ctx)
 	}
 	if rep.Error != "" {
+		// The helper's error says why (a mount point in the workspace, a
+		// budget too small for what must be staged): this names only what
+		// was tried, without blaming the budget for what is not its.
 		what := "the writable roots cannot be made transactional here"
 		if r.spec.Limits.MaxDisk > 0 {
-			what = "the disk budget (--max-disk) cannot be enforced here"
+			what += " with the disk budget (--max-disk)"
 		}
-		return notStarted{fmt.Errorf("%w: %s: %s; sbx doctor explains", pipeline.ErrUnavailable, what, rep.Error)}
+		return notStarted{fmt.Errorf("%w: %s: %s", pipeline.ErrUnavailable, what, rep.Error)}
 	}
 	if rep.Notice != "" {
 		r.res.Warnings = append(r.res.Warnings, "default limits not enforced: disk budget: "+rep.Notice)
