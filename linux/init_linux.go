@@ -557,10 +557,11 @@ func RlimitExec(args []string) int {
 	// The read rules hold for the thread that restricts itself with them
 	// (restrictSelf), and exec runs the command from the thread that calls
 	// it: the goroutine must not move between the two. Unlocked, the
-	// runtime moved it now and then under load (a system call that waited
-	// for the CPU lost its P), and the command ran without its read rules:
-	// a credential file the host made during a warm call was read in
-	// clear. Never unlocked: the process execs or exits.
+	// runtime may move it (a system call that waits for the CPU can lose
+	// its P), and the command then runs without its read rules: the
+	// likely cause of a credential file the host made during a warm call
+	// read in clear under load. Never unlocked: the process execs or
+	// exits.
 	runtime.LockOSThread()
 	vals, ok := parseStubArgs(args)
 	if !ok {
