@@ -95,6 +95,9 @@ type TxStart struct {
 	Clock    *unix.Timespec `json:"clock"`
 	Fine     *unix.Timespec `json:"fine,omitempty"`
 	FineDevs []uint64       `json:"fineDevs,omitempty"`
+	// Ack, in sbx's last message, says sbx has the report: it cleans up
+	// after the run itself (the helper does when none comes).
+	Ack bool `json:"ack,omitempty"`
 }
 
 // startClock is sbx's TxStart, or fallback when sbx sent none in time
@@ -167,12 +170,8 @@ func TxHelper(args []string) int {
 		unix.CloseOnExec(spec.InnerFD) // for bubblewrap only
 		spec.inner = os.NewFile(uintptr(spec.InnerFD), "sbx-inner")
 	}
-	go func() {
-		var m TxStart
-		if dec.Decode(&m) == nil && m.Clock != nil {
-			spec.start <- m
-		}
-	}()
+	acked := make(chan bool, 1)
+	go readCtl(dec, spec.start, acked)
 	// Started with a capability raised (non-root callers), the helper is
 	// not dumpable, and its /proc/self/fd, through which it names the
 	// lower layers, belongs to nobody it can be.
@@ -193,12 +192,11 @@ func TxHelper(args []string) int {
 	rep, status := runTx(&spec)
 	rep.stamp("running (the runtime's start)", started)
 	rep.stamp("spec read", read)
-	if err := json.NewEncoder(ctl).Encode(rep); err != nil && !spec.Probe {
-		// sbx is gone (EPIPE: its end of the socket closed): no one else
-		// cleans these now. Its stderr is gone too, and writing there
-		// would end the helper with SIGPIPE.
+	if err := deliverReport(ctl, rep, acked); err != nil && !spec.Probe {
+		// sbx is gone: no one else cleans these now. Its stderr is gone
+		// too, and writing there would end the helper with SIGPIPE.
 		cleanOrphan(spec.RunDir)
-		if !errors.Is(err, syscall.EPIPE) {
+		if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, errNoAck) {
 			fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
 		}
 	}
@@ -209,6 +207,49 @@ func TxHelper(args []string) int {
 		unix.Dup3(null, 2, 0)
 	}
 	return status
+}
+
+// errNoAck is deliverReport's error when sbx's end of the control socket
+// closed after the report was written but before sbx said it had it.
+var errNoAck = errors.New("sbx closed the control socket without taking the report")
+
+// readCtl reads sbx's messages after the spec: the start clock, delivered
+// on start (once), then the acknowledgement of the report: acked gets
+// true for it, false when the socket ends first.
+func readCtl(dec *json.Decoder, start chan<- TxStart, acked chan<- bool) {
+	for {
+		var m TxStart
+		if dec.Decode(&m) != nil {
+			acked <- false
+			return
+		}
+		if m.Ack {
+			acked <- true
+			return
+		}
+		if m.Clock != nil {
+			select {
+			case start <- m:
+			default: // one clock only
+			}
+		}
+	}
+}
+
+// deliverReport writes the report and waits for sbx to say it has it. A
+// write that succeeds proves nothing: the socket buffers it while a
+// killed sbx's last threads still hold their end (the helper's SIGTERM
+// follows the thread that forked it, which can die first), and the
+// report is then lost with them. Only the acknowledgement, or the end of
+// the socket without one, tells a live sbx from a dead one.
+func deliverReport(ctl *os.File, rep *TxReport, acked <-chan bool) error {
+	if err := json.NewEncoder(ctl).Encode(rep); err != nil {
+		return err
+	}
+	if !<-acked {
+		return errNoAck
+	}
+	return nil
 }
 
 // hostPID is this process's pid on the host: the helper is the first

@@ -94,17 +94,24 @@ func (d *txCtl) exchange(out chan<- *TxReport, start <-chan TxStart) {
 		out <- nil
 		return
 	}
-	done := make(chan struct{})
-	defer close(done)
+	stop, sent := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(sent)
 		select {
 		case c := <-start:
 			enc.Encode(c)
-		case <-done:
+		case <-stop:
 		}
 	}()
 	var rep TxReport
-	if err := json.NewDecoder(d.parent).Decode(&rep); err != nil {
+	err := json.NewDecoder(d.parent).Decode(&rep)
+	close(stop)
+	<-sent
+	// The helper waits for this before it exits (a helper that is
+	// already gone makes it fail, which is fine): without it, it cleans
+	// up after sbx as after a dead one.
+	_ = enc.Encode(TxStart{Ack: true})
+	if err != nil {
 		out <- nil
 		return
 	}

@@ -1,0 +1,132 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ctlPair is a control socket: sbx's end and the helper's.
+func ctlPair(t *testing.T) (sbx, helper *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, helper = os.NewFile(uintptr(fds[0]), "sbx"), os.NewFile(uintptr(fds[1]), "helper")
+	t.Cleanup(func() { sbx.Close(); helper.Close() })
+	return sbx, helper
+}
+
+// helperEnd is the helper's side after its spec: it reads sbx's messages
+// and delivers rep; it returns the start clock it got and what
+// deliverReport said (or why the spec could not be read).
+func helperEnd(helper *os.File, rep *TxReport) (*TxStart, error) {
+	dec := json.NewDecoder(helper)
+	var spec TxSpec
+	if err := dec.Decode(&spec); err != nil {
+		return nil, err
+	}
+	start, acked := make(chan TxStart, 1), make(chan bool, 1)
+	go readCtl(dec, start, acked)
+	err := deliverReport(helper, rep, acked)
+	select {
+	case c := <-start:
+		return &c, err
+	default:
+		return nil, err
+	}
+}
+
+// sbx's side of the exchange acknowledges the report, with or without a
+// start clock sent first, and the helper takes it for a live sbx.
+func TestReportAcknowledged(t *testing.T) {
+	for _, withClock := range []bool{true, false} {
+		sbx, helper := ctlPair(t)
+		d := &txCtl{parent: sbx, spec: TxSpec{RunDir: "/nowhere"}}
+		out, start := make(chan *TxReport, 1), make(chan TxStart, 1)
+		now := unix.Timespec{Sec: 42}
+		if withClock {
+			start <- TxStart{Clock: &now}
+		}
+		go d.exchange(out, start)
+		if withClock {
+			// The clock goes before the report: the helper's merge waits
+			// for it.
+			time.Sleep(20 * time.Millisecond)
+		}
+		type res struct {
+			got *TxStart
+			err error
+		}
+		done := make(chan res, 1)
+		go func() { got, err := helperEnd(helper, &TxReport{Notice: "merged"}); done <- res{got, err} }()
+		var got *TxStart
+		var err error
+		select {
+		case r := <-done:
+			got, err = r.got, r.err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("clock %v: the helper still waits for sbx's acknowledgement", withClock)
+		}
+		if err != nil {
+			t.Errorf("clock %v: deliverReport: %v, want nil (sbx acknowledged)", withClock, err)
+		}
+		if rep := <-out; rep == nil || rep.Notice != "merged" {
+			t.Errorf("clock %v: sbx got %+v", withClock, rep)
+		}
+		if withClock && (got == nil || got.Clock == nil || got.Clock.Sec != 42) {
+			t.Errorf("start clock: %+v", got)
+		}
+	}
+}
+
+// A report written into the socket's buffer while a dying sbx still holds
+// its end is not taken: the helper must see that (and clean up after
+// sbx), although its write succeeded.
+func TestReportNotAcknowledged(t *testing.T) {
+	sbx, helper := ctlPair(t)
+	if err := json.NewEncoder(sbx).Encode(TxSpec{RunDir: "/nowhere"}); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := helperEnd(helper, &TxReport{})
+		res <- err
+	}()
+	// The report fits the buffer: the write returns while sbx is "alive".
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-res:
+		t.Fatalf("deliverReport returned %v before sbx acknowledged or closed", err)
+	default:
+	}
+	sbx.Close()
+	select {
+	case err := <-res:
+		if !errors.Is(err, errNoAck) {
+			t.Errorf("deliverReport: %v, want errNoAck", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("deliverReport still waits after sbx's end closed")
+	}
+}
+
+// A sbx gone before the report: the write fails (EPIPE).
+func TestReportToClosedSocket(t *testing.T) {
+	sbx, helper := ctlPair(t)
+	sbx.Close()
+	acked := make(chan bool, 1)
+	go readCtl(json.NewDecoder(helper), make(chan TxStart, 1), acked)
+	err := deliverReport(helper, &TxReport{}, acked)
+	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, errNoAck) {
+		t.Errorf("deliverReport: %v, want EPIPE or errNoAck", err)
+	}
+}
