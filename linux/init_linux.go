@@ -554,14 +554,15 @@ const RlimitArg = "__sbx_rlimit"
 // its arguments, and execs the command:
 // sbx __sbx_rlimit CPU NOFILE NPROC DATA HOLD
 func RlimitExec(args []string) int {
-	// The read rules hold for the thread that restricts itself with them
-	// (restrictSelf), and exec runs the command from the thread that calls
-	// it: the goroutine must not move between the two. Unlocked, the
-	// runtime may move it (a system call that waits for the CPU can lose
-	// its P), and the command then runs without its read rules: the
-	// likely cause of a credential file the host made during a warm call
-	// read in clear under load. Never unlocked: the process execs or
-	// exits.
+	// Landlock's rules hold for the thread that restricts itself with
+	// them, and exec runs the command from the thread that calls it: the
+	// read rules are applied to every thread (restrictEveryThread), and
+	// the goroutine stays on its thread besides. With the rules on one
+	// thread and the goroutine unlocked, the runtime could move it (a
+	// system call that waits for the CPU can lose its P), and the command
+	// ran without its read rules: the likely cause of a credential file
+	// the host made during a warm call read in clear under load. Never
+	// unlocked: the process execs or exits.
 	runtime.LockOSThread()
 	vals, ok := parseStubArgs(args)
 	if !ok {
@@ -593,7 +594,7 @@ func RlimitExec(args []string) int {
 		return ExitInitFailed
 	}
 	if readFD >= 0 {
-		if err := restrictSelf(readFD); err != nil {
+		if err := restrictEveryThread(readFD); err != nil {
 			fmt.Fprintf(os.Stderr, "sbx: %v\n", err)
 			return ExitInitFailed
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -157,6 +158,19 @@ func newRuleset(access uint64) (int, error) {
 func restrictSelf(fd int) error {
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
 		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// restrictEveryThread applies the ruleset fd to every thread of this
+// process (each must carry no_new_privs, which a process started with it
+// has on all of them), and so to whichever thread execs next and to every
+// thread made later: the limits stub's rules then do not depend on the
+// goroutine that execs staying on the thread that restricted itself.
+// Not with cgo (sbx is built without it).
+func restrictEveryThread(fd int) error {
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self on every thread: %w", errno)
 	}
 	return nil
 }
