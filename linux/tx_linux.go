@@ -45,6 +45,8 @@ type TxSpec struct {
 	// start delivers TxStart's clock (read from the control socket after
 	// the spec).
 	start chan TxStart
+	// gone is closed when the control socket ends: sbx is gone.
+	gone chan struct{}
 	// inner is InnerFD's file, kept open for a fallback's second start.
 	inner *os.File
 	// Bwrap and BwrapArgs are the bubblewrap command to run.
@@ -64,6 +66,11 @@ type TxSpec struct {
 	// conflicts, the merge lock).
 	RunDir   string `json:"runDir"`
 	StateDir string `json:"stateDir"`
+	// NetDir is the proxy's socket directory (in the system's temporary
+	// directory), for the helper to remove should sbx die: the run
+	// directory's record of it may be gone by then (its state directory
+	// removed).
+	NetDir string `json:"netDir,omitempty"`
 	// Size, when positive, is the disk budget (--max-disk): the staging
 	// area is a tmpfs of that size at RunDir/disk, and /tmp a directory of
 	// it.
@@ -101,12 +108,19 @@ type TxStart struct {
 }
 
 // startClock is sbx's TxStart, or fallback when sbx sent none in time
-// (it always sends one before the command, so only a dead sbx waits).
+// (it always sends one before the command, so only a dead sbx waits, and
+// not once its end of the control socket has closed).
 func (spec *TxSpec) startClock(fallback unix.Timespec) TxStart {
 	select {
 	case c := <-spec.start:
 		return c
+	case <-spec.gone:
 	case <-time.After(2 * time.Second):
+	}
+	select {
+	case c := <-spec.start: // sent just before sbx went
+		return c
+	default:
 		return TxStart{Clock: &fallback}
 	}
 }
@@ -165,13 +179,13 @@ func TxHelper(args []string) int {
 		fmt.Fprintf(os.Stderr, "sbx: transaction helper: bad spec: %v\n", err)
 		return ExitInitFailed
 	}
-	spec.start = make(chan TxStart, 1)
+	spec.start, spec.gone = make(chan TxStart, 1), make(chan struct{})
 	if spec.InnerFD > 2 {
 		unix.CloseOnExec(spec.InnerFD) // for bubblewrap only
 		spec.inner = os.NewFile(uintptr(spec.InnerFD), "sbx-inner")
 	}
 	acked := make(chan bool, 1)
-	go readCtl(dec, spec.start, acked)
+	go readCtl(dec, spec.start, acked, spec.gone)
 	// Started with a capability raised (non-root callers), the helper is
 	// not dumpable, and its /proc/self/fd, through which it names the
 	// lower layers, belongs to nobody it can be.
@@ -195,7 +209,7 @@ func TxHelper(args []string) int {
 	if err := deliverReport(ctl, rep, acked); err != nil && !spec.Probe {
 		// sbx is gone: no one else cleans these now. Its stderr is gone
 		// too, and writing there would end the helper with SIGPIPE.
-		cleanOrphan(spec.RunDir)
+		cleanOrphan(&spec)
 		if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, errNoAck) {
 			fmt.Fprintf(os.Stderr, "sbx: transaction report: %v\n", err)
 		}
@@ -215,11 +229,12 @@ var errNoAck = errors.New("sbx closed the control socket without taking the repo
 
 // readCtl reads sbx's messages after the spec: the start clock, delivered
 // on start (once), then the acknowledgement of the report: acked gets
-// true for it, false when the socket ends first.
-func readCtl(dec *json.Decoder, start chan<- TxStart, acked chan<- bool) {
+// true for it, false when the socket ends first (and gone is closed).
+func readCtl(dec *json.Decoder, start chan<- TxStart, acked chan<- bool, gone chan<- struct{}) {
 	for {
 		var m TxStart
 		if dec.Decode(&m) != nil {
+			close(gone)
 			acked <- false
 			return
 		}
@@ -328,15 +343,17 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 // report), what lives outside the state directory a later run cleans: the
 // proxy's socket directory in the system's temporary directory and the
 // run's cgroups (its processes are gone now). A live sbx removes its own.
-func cleanOrphan(runDir string) {
-	var rec record
-	if readJSON(filepath.Join(runDir, recordFile), &rec) != nil {
-		return
+func cleanOrphan(spec *TxSpec) {
+	netDir := spec.NetDir
+	if netDir == "" {
+		var rec record
+		_ = readJSON(filepath.Join(spec.RunDir, recordFile), &rec)
+		netDir = rec.NetDir
 	}
-	if rec.NetDir != "" && strings.HasPrefix(filepath.Base(rec.NetDir), "sbx-net-") {
-		_ = os.RemoveAll(rec.NetDir)
+	if netDir != "" && strings.HasPrefix(filepath.Base(netDir), "sbx-net-") {
+		_ = os.RemoveAll(netDir)
 	}
-	_ = removeStaleCgroups("sbx-" + filepath.Base(runDir))
+	_ = removeStaleCgroups("sbx-" + filepath.Base(spec.RunDir))
 }
 
 // finishTx records the report in the run directory (the merge is then

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func helperEnd(helper *os.File, rep *TxReport) (*TxStart, error) {
 		return nil, err
 	}
 	start, acked := make(chan TxStart, 1), make(chan bool, 1)
-	go readCtl(dec, start, acked)
+	go readCtl(dec, start, acked, make(chan struct{}))
 	err := deliverReport(helper, rep, acked)
 	select {
 	case c := <-start:
@@ -124,9 +125,31 @@ func TestReportToClosedSocket(t *testing.T) {
 	sbx, helper := ctlPair(t)
 	sbx.Close()
 	acked := make(chan bool, 1)
-	go readCtl(json.NewDecoder(helper), make(chan TxStart, 1), acked)
+	go readCtl(json.NewDecoder(helper), make(chan TxStart, 1), acked, make(chan struct{}))
 	err := deliverReport(helper, &TxReport{}, acked)
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, errNoAck) {
 		t.Errorf("deliverReport: %v, want EPIPE or errNoAck", err)
+	}
+}
+
+// A helper whose sbx died removes the proxy's directory the spec names,
+// also when the run directory (and its record) is gone, and nothing that
+// is not named as one.
+func TestCleanOrphanWithoutRecord(t *testing.T) {
+	d := t.TempDir()
+	net, other := filepath.Join(d, "sbx-net-0123456789abcdef"), filepath.Join(d, "keep")
+	for _, p := range []string{net, other} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := filepath.Join(d, "state/runs/1-2-3")
+	cleanOrphan(&TxSpec{RunDir: gone, NetDir: other})
+	cleanOrphan(&TxSpec{RunDir: gone, NetDir: net})
+	if _, err := os.Stat(net); !os.IsNotExist(err) {
+		t.Errorf("the proxy's directory is left: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("a directory not named as the proxy's was removed: %v", err)
 	}
 }

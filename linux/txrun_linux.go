@@ -52,7 +52,7 @@ func newTxCtl(exe string, spec TxSpec, nfiles int) (*txCtl, error) {
 func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
 	spec := TxSpec{
 		Bwrap: bwrap, BwrapArgs: args, NFiles: nfiles, InfoFD: 4,
-		RunDir: r.runDir, StateDir: r.e.StateDir,
+		RunDir: r.runDir, StateDir: r.e.StateDir, NetDir: r.rec.NetDir,
 		Size:       r.spec.Limits.MaxDisk,
 		Roots:      r.spec.FS.Writable,
 		Policy:     r.spec.FS,
