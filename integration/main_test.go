@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,14 +82,64 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(root) })
 	e := &env{t: t, home: filepath.Join(root, "home"), ws: filepath.Join(root, "ws")}
+	t.Cleanup(func() {
+		// A helper whose sbx the test killed still finishes its run
+		// (merge, report) in the run directory: removed under it, the
+		// tree is left half made again.
+		if !waitFor(10*time.Second, func() bool { return !inUse(root) }) {
+			t.Errorf("processes still use %s after the test", root)
+		}
+		e.cleanState()
+		os.RemoveAll(root)
+	})
 	for _, d := range []string{e.home, e.ws} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return e
+}
+
+// cleanState finishes, as a user's next run would, the runs a killed sbx
+// left in the test's state directory: what they left outside it (the
+// proxy's directory in /tmp) is named only there.
+func (e *env) cleanState() {
+	if runs, _ := os.ReadDir(filepath.Join(e.home, ".local/state/sbx/runs")); len(runs) == 0 {
+		return
+	}
+	cmd := exec.Command(sbxBin, "doctor", "--clean")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Logf("sbx doctor --clean after the test: %v\n%s", err, out)
+	}
+}
+
+// inUse reports whether a process has its working directory or an open
+// descriptor in dir.
+func inUse(dir string) bool {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		pd := filepath.Join("/proc", p.Name())
+		if l, err := os.Readlink(filepath.Join(pd, "cwd")); err == nil && within(l, dir) {
+			return true
+		}
+		fds, _ := os.ReadDir(filepath.Join(pd, "fd"))
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join(pd, "fd", fd.Name())); err == nil && within(l, dir) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
 type result struct {
