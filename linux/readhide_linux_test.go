@@ -74,17 +74,24 @@ func mkfile(t *testing.T, p, content string) {
 
 const restrictSpecEnv = "SBX_TEST_RESTRICT_SPEC"
 
-// On this host's kernel: with paths hidden, the restricted process reads
-// the files around them and a mask still in place, but not a hidden path,
-// a mask that is not the file sbx bound, nor a file the host puts beside
-// them (or over a mask) after the rules were made.
-func TestRestrictKeepsReplacedFilesUnreadable(t *testing.T) {
+// requireLandlock skips a test where the kernel has no Landlock, and fails
+// it in CI.
+func requireLandlock(t *testing.T) {
+	t.Helper()
 	if _, err := LandlockABI(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("no Landlock: %v", err)
 		}
 		t.Skipf("no Landlock: %v", err)
 	}
+}
+
+// On this host's kernel: with paths hidden, the restricted process reads
+// the files around them and a mask still in place, but not a hidden path,
+// a mask that is not the file sbx bound, nor a file the host puts beside
+// them (or over a mask) after the rules were made.
+func TestRestrictKeepsReplacedFilesUnreadable(t *testing.T) {
+	requireLandlock(t)
 	d := t.TempDir()
 	home, w := filepath.Join(d, "home"), filepath.Join(d, "w")
 	for _, f := range []string{"home/.npmrc", "home/other-mask", "home/plain", "home/sub/x", "home/.ssh/id", "w/a"} {
@@ -215,12 +222,7 @@ func TestRestrictHelper(t *testing.T) {
 // file system, and the command could read nothing. (An earlier commit
 // of this session did that: /bin/bash was refused.)
 func TestNoReadRulesForNamesAlone(t *testing.T) {
-	if _, err := LandlockABI(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no Landlock: %v", err)
-		}
-		t.Skipf("no Landlock: %v", err)
-	}
+	requireLandlock(t)
 	fd, err := readRuleset(7, &InitSpec{Writable: []string{"/tmp"}, HiddenNames: []HiddenName{{Dir: "/", Name: ".env*"}}}, nil)
 	if err != nil || fd != -1 {
 		t.Errorf("readRuleset = %d, %v; want no ruleset", fd, err)
@@ -232,12 +234,7 @@ func TestNoReadRulesForNamesAlone(t *testing.T) {
 // file the host saves by rename in the home while a warm sandbox waits
 // would have no rule in it.
 func TestPreparedReadOnlyWhileUnchanged(t *testing.T) {
-	if _, err := LandlockABI(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	requireLandlock(t)
 	d := t.TempDir()
 	home := filepath.Join(d, "home")
 	mkfile(t, filepath.Join(home, ".ssh", "id"), "x")

@@ -24,12 +24,7 @@ const stubRestrictEnv = "SBX_TEST_STUB_RESTRICT"
 // hidden file from several other threads, made before and after. (With
 // restrictSelf in its place, each of those threads reads it.)
 func TestStubReadRulesHoldOnEveryThread(t *testing.T) {
-	if _, err := LandlockABI(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no Landlock: %v", err)
-		}
-		t.Skipf("no Landlock: %v", err)
-	}
+	requireLandlock(t)
 	d := t.TempDir()
 	mkfile(t, filepath.Join(d, "home/.netrc"), "SECRET")
 	mkfile(t, filepath.Join(d, "home/plain"), "x")
