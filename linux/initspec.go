@@ -36,7 +36,8 @@ const InitArg = "__sbx_init"
 //	                    its cgroup; EOF without it means "do not run"
 //	                    (initHoldFD)
 //	10  sbx  ↔ helper   the transaction helper's control socket (the
-//	                    TxSpec out, the TxReport back); 9 without Hold
+//	                    TxSpec and the start clock out, the TxReport
+//	                    back, its acknowledgement out); 9 without Hold
 //	3+N init → helper   (N: the descriptors above passed to bubblewrap,
 //	                    InitSpec.QuietFD) QuietReport and the command's
 //	                    status, once every process of the sandbox but

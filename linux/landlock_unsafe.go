@@ -167,7 +167,10 @@ func restrictSelf(fd int) error {
 // has on all of them), and so to whichever thread execs next and to every
 // thread made later: the limits stub's rules then do not depend on the
 // goroutine that execs staying on the thread that restricted itself.
-// Not with cgo (sbx is built without it).
+// An error is the first thread's; should another thread's call fail
+// where the first succeeded (nothing known makes threads differ here),
+// the runtime ends the process with a fatal error, and the command does
+// not run either. Not with cgo (sbx is built without it).
 func restrictEveryThread(fd int) error {
 	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
 		return fmt.Errorf("landlock_restrict_self on every thread: %w", errno)

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,8 +46,12 @@ type TxSpec struct {
 	// start delivers TxStart's clock (read from the control socket after
 	// the spec).
 	start chan TxStart
-	// gone is closed when the control socket ends: sbx is gone.
+	// gone is closed when reading the control socket ends before the
+	// acknowledgement (its end, or a message that cannot be read): sbx is
+	// gone, or not to be waited for.
 	gone chan struct{}
+	// clockWait bounds the wait for the start clock (0: 2 s).
+	clockWait time.Duration
 	// inner is InnerFD's file, kept open for a fallback's second start.
 	inner *os.File
 	// Bwrap and BwrapArgs are the bubblewrap command to run.
@@ -89,21 +94,29 @@ type TxSpec struct {
 	Probe bool `json:"probe,omitempty"`
 	// Recover finishes the merge of a run whose helper was killed.
 	Recover bool `json:"recover,omitempty"`
+	// AckReport says sbx acknowledges the report (TxStart.Ack): the
+	// helper then waits for that, or the end of the socket, before it
+	// takes sbx for alive or gone. An sbx that does not (an older binary
+	// with a newer helper on disk) would hold the socket open while it
+	// waits for the helper's exit.
+	AckReport bool `json:"ackReport,omitempty"`
 }
 
-// TxStart is sbx's second message to the helper, sent when the command
-// is sent to the init: from Clock on, a change the host makes to a file of
-// a writable root is a conflict (a warm sandbox waits between its launch
-// and its command, and the host's changes meanwhile are its starting
-// point, not conflicts). On the filesystems FineDevs names (those seen to
-// follow the kernel's timestamp floor), Fine, a later time, takes Clock's
-// place.
+// TxStart is a message of sbx's to the helper after the spec. The first,
+// sent when the command is sent to the init, carries Clock: from then on,
+// a change the host makes to a file of a writable root is a conflict (a
+// warm sandbox waits between its launch and its command, and the host's
+// changes meanwhile are its starting point, not conflicts). On the
+// filesystems FineDevs names (those seen to follow the kernel's timestamp
+// floor), Fine, a later time, takes Clock's place. The last, after the
+// report, carries Ack alone.
 type TxStart struct {
 	Clock    *unix.Timespec `json:"clock"`
 	Fine     *unix.Timespec `json:"fine,omitempty"`
 	FineDevs []uint64       `json:"fineDevs,omitempty"`
-	// Ack, in sbx's last message, says sbx has the report: it cleans up
-	// after the run itself (the helper does when none comes).
+	// Ack, in sbx's last message, says sbx is alive after the report
+	// (read, or not readable): it cleans up after the run itself (the
+	// helper does when none comes).
 	Ack bool `json:"ack,omitempty"`
 }
 
@@ -115,7 +128,7 @@ func (spec *TxSpec) startClock(fallback unix.Timespec) TxStart {
 	case c := <-spec.start:
 		return c
 	case <-spec.gone:
-	case <-time.After(2 * time.Second):
+	case <-time.After(cmp.Or(spec.clockWait, 2*time.Second)):
 	}
 	select {
 	case c := <-spec.start: // sent just before sbx went
@@ -206,7 +219,7 @@ func TxHelper(args []string) int {
 	rep, status := runTx(&spec)
 	rep.stamp("running (the runtime's start)", started)
 	rep.stamp("spec read", read)
-	if err := deliverReport(ctl, rep, acked); err != nil && !spec.Probe {
+	if err := deliverReport(ctl, rep, acked, spec.AckReport); err != nil && !spec.Probe {
 		// sbx is gone: no one else cleans these now. Its stderr is gone
 		// too, and writing there would end the helper with SIGPIPE.
 		cleanOrphan(&spec)
@@ -257,11 +270,11 @@ func readCtl(dec *json.Decoder, start chan<- TxStart, acked chan<- bool, gone ch
 // follows the thread that forked it, which can die first), and the
 // report is then lost with them. Only the acknowledgement, or the end of
 // the socket without one, tells a live sbx from a dead one.
-func deliverReport(ctl *os.File, rep *TxReport, acked <-chan bool) error {
+func deliverReport(ctl *os.File, rep *TxReport, acked <-chan bool, wait bool) error {
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil {
 		return err
 	}
-	if !<-acked {
+	if wait && !<-acked {
 		return errNoAck
 	}
 	return nil

@@ -26,10 +26,11 @@ func ctlPair(t *testing.T) (sbx, helper *os.File) {
 	return sbx, helper
 }
 
-// helperEnd is the helper's side after its spec: it reads sbx's messages
-// and delivers rep; it returns the start clock it got and what
+// helperEnd is the helper's side after its spec: it reads sbx's messages,
+// waits for the start clock when clock is set (as the helper's merge
+// does), and delivers rep; it returns the start clock it got and what
 // deliverReport said (or why the spec could not be read).
-func helperEnd(helper *os.File, rep *TxReport) (*TxStart, error) {
+func helperEnd(helper *os.File, rep *TxReport, clock bool) (*TxStart, error) {
 	dec := json.NewDecoder(helper)
 	var spec TxSpec
 	if err := dec.Decode(&spec); err != nil {
@@ -37,13 +38,12 @@ func helperEnd(helper *os.File, rep *TxReport) (*TxStart, error) {
 	}
 	start, acked := make(chan TxStart, 1), make(chan bool, 1)
 	go readCtl(dec, start, acked, make(chan struct{}))
-	err := deliverReport(helper, rep, acked)
-	select {
-	case c := <-start:
-		return &c, err
-	default:
-		return nil, err
+	var got *TxStart
+	if clock {
+		c := <-start
+		got = &c
 	}
+	return got, deliverReport(helper, rep, acked, spec.AckReport)
 }
 
 // sbx's side of the exchange acknowledges the report, with or without a
@@ -51,24 +51,19 @@ func helperEnd(helper *os.File, rep *TxReport) (*TxStart, error) {
 func TestReportAcknowledged(t *testing.T) {
 	for _, withClock := range []bool{true, false} {
 		sbx, helper := ctlPair(t)
-		d := &txCtl{parent: sbx, spec: TxSpec{RunDir: "/nowhere"}}
+		d := &txCtl{parent: sbx, spec: TxSpec{RunDir: "/nowhere", AckReport: true}}
 		out, start := make(chan *TxReport, 1), make(chan TxStart, 1)
 		now := unix.Timespec{Sec: 42}
 		if withClock {
 			start <- TxStart{Clock: &now}
 		}
 		go d.exchange(out, start)
-		if withClock {
-			// The clock goes before the report: the helper's merge waits
-			// for it.
-			time.Sleep(20 * time.Millisecond)
-		}
 		type res struct {
 			got *TxStart
 			err error
 		}
 		done := make(chan res, 1)
-		go func() { got, err := helperEnd(helper, &TxReport{Notice: "merged"}); done <- res{got, err} }()
+		go func() { got, err := helperEnd(helper, &TxReport{Notice: "merged"}, withClock); done <- res{got, err} }()
 		var got *TxStart
 		var err error
 		select {
@@ -94,12 +89,12 @@ func TestReportAcknowledged(t *testing.T) {
 // sbx), although its write succeeded.
 func TestReportNotAcknowledged(t *testing.T) {
 	sbx, helper := ctlPair(t)
-	if err := json.NewEncoder(sbx).Encode(TxSpec{RunDir: "/nowhere"}); err != nil {
+	if err := json.NewEncoder(sbx).Encode(TxSpec{RunDir: "/nowhere", AckReport: true}); err != nil {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
 	go func() {
-		_, err := helperEnd(helper, &TxReport{})
+		_, err := helperEnd(helper, &TxReport{}, false)
 		res <- err
 	}()
 	// The report fits the buffer: the write returns while sbx is "alive".
@@ -126,7 +121,7 @@ func TestReportToClosedSocket(t *testing.T) {
 	sbx.Close()
 	acked := make(chan bool, 1)
 	go readCtl(json.NewDecoder(helper), make(chan TxStart, 1), acked, make(chan struct{}))
-	err := deliverReport(helper, &TxReport{}, acked)
+	err := deliverReport(helper, &TxReport{}, acked, true)
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, errNoAck) {
 		t.Errorf("deliverReport: %v, want EPIPE or errNoAck", err)
 	}
@@ -151,5 +146,53 @@ func TestCleanOrphanWithoutRecord(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a directory not named as the proxy's was removed: %v", err)
+	}
+}
+
+// An sbx that does not say it acknowledges reports (an older binary
+// running a newer helper from disk) holds the socket open while it waits
+// for the helper's exit: the helper must not wait for an
+// acknowledgement then.
+func TestReportWithoutAcknowledgementAsked(t *testing.T) {
+	sbx, helper := ctlPair(t)
+	if err := json.NewEncoder(sbx).Encode(TxSpec{RunDir: "/nowhere"}); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := helperEnd(helper, &TxReport{}, false)
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Errorf("deliverReport: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the helper waits for an acknowledgement sbx never said it sends")
+	}
+}
+
+// The start clock: sbx's, also when it came just before sbx's end of the
+// socket closed; the fallback at once when it closed without one.
+func TestStartClockWhenSbxIsGone(t *testing.T) {
+	fallback, sent := unix.Timespec{Sec: 1}, unix.Timespec{Sec: 2}
+	spec := &TxSpec{start: make(chan TxStart, 1), gone: make(chan struct{}), clockWait: time.Hour}
+	spec.start <- TxStart{Clock: &sent}
+	close(spec.gone)
+	got := make(chan int64, 2)
+	go func() {
+		got <- spec.startClock(fallback).Clock.Sec
+		got <- spec.startClock(fallback).Clock.Sec
+	}()
+	for i, want := range []int64{2, 1} {
+		select {
+		case sec := <-got:
+			if sec != want {
+				t.Errorf("clock %d: got %d, want %d", i, sec, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("clock %d: the helper still waits for a clock from a gone sbx", i)
+		}
 	}
 }

@@ -52,7 +52,7 @@ func newTxCtl(exe string, spec TxSpec, nfiles int) (*txCtl, error) {
 func (r *run) txSpec(bwrap string, args []string, nfiles int) (TxSpec, error) {
 	spec := TxSpec{
 		Bwrap: bwrap, BwrapArgs: args, NFiles: nfiles, InfoFD: 4,
-		RunDir: r.runDir, StateDir: r.e.StateDir, NetDir: r.rec.NetDir,
+		RunDir: r.runDir, StateDir: r.e.StateDir, NetDir: r.rec.NetDir, AckReport: true,
 		Size:       r.spec.Limits.MaxDisk,
 		Roots:      r.spec.FS.Writable,
 		Policy:     r.spec.FS,
@@ -121,6 +121,7 @@ func (d *txCtl) exchange(out chan<- *TxReport, start <-chan TxStart) {
 // callHelper runs a helper that needs no bubblewrap (a probe, a recovery)
 // and returns its report.
 func callHelper(ctx context.Context, exe string, spec TxSpec) (*TxReport, error) {
+	spec.AckReport = true // exchange acknowledges
 	d, err := newTxCtl(exe, spec, 0)
 	if err != nil {
 		return nil, err
