@@ -264,12 +264,13 @@ func readCtl(dec *json.Decoder, start chan<- TxStart, acked chan<- bool, gone ch
 	}
 }
 
-// deliverReport writes the report and waits for sbx to say it has it. A
-// write that succeeds proves nothing: the socket buffers it while a
-// killed sbx's last threads still hold their end (the helper's SIGTERM
-// follows the thread that forked it, which can die first), and the
-// report is then lost with them. Only the acknowledgement, or the end of
-// the socket without one, tells a live sbx from a dead one.
+// deliverReport writes the report and, when wait (sbx said it would),
+// waits for sbx to say it has it. A write that succeeds proves nothing:
+// the socket buffers it while a killed sbx's last threads still hold
+// their end (the helper's SIGTERM follows the thread that forked it,
+// which can die first), and the report is then lost with them. Only the
+// acknowledgement, or the end of the socket without one, tells a live
+// sbx from a dead one.
 func deliverReport(ctl *os.File, rep *TxReport, acked <-chan bool, wait bool) error {
 	if err := json.NewEncoder(ctl).Encode(rep); err != nil {
 		return err
