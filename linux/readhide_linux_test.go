@@ -74,6 +74,22 @@ func mkfile(t *testing.T, p, content string) {
 
 const restrictSpecEnv = "SBX_TEST_RESTRICT_SPEC"
 
+// helperSpec is the InitSpec a test's helper process gets in the
+// environment variable env; it skips the helper when run as a test of its
+// own (the variable unset).
+func helperSpec(t *testing.T, env, of string) InitSpec {
+	t.Helper()
+	raw := os.Getenv(env)
+	if raw == "" {
+		t.Skip("the helper of " + of)
+	}
+	var spec InitSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
 // requireLandlock skips a test where the kernel has no Landlock, and fails
 // it in CI.
 func requireLandlock(t *testing.T) {
@@ -167,14 +183,7 @@ func TestRestrictKeepsReplacedFilesUnreadable(t *testing.T) {
 // restricted process: it reads the NUL-separated paths of each line of
 // stdin and answers one line per path.
 func TestRestrictHelper(t *testing.T) {
-	raw := os.Getenv(restrictSpecEnv)
-	if raw == "" {
-		t.Skip("the helper of TestRestrictKeepsReplacedFilesUnreadable")
-	}
-	var spec InitSpec
-	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		t.Fatal(err)
-	}
+	spec := helperSpec(t, restrictSpecEnv, "TestRestrictKeepsReplacedFilesUnreadable")
 	runtime.LockOSThread() // the rules hold for this thread only
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)

@@ -78,14 +78,7 @@ func noCgoTestBinary(t *testing.T) string {
 // TestStubRestrictHelper is TestStubReadRulesHoldOnEveryThread's
 // restricted process.
 func TestStubRestrictHelper(t *testing.T) {
-	raw := os.Getenv(stubRestrictEnv)
-	if raw == "" {
-		t.Skip("the helper of TestStubReadRulesHoldOnEveryThread")
-	}
-	var spec InitSpec
-	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		t.Fatal(err)
-	}
+	spec := helperSpec(t, stubRestrictEnv, "TestStubReadRulesHoldOnEveryThread")
 	// The stub starts with no_new_privs on every thread (inherited).
 	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); errno != 0 {
 		t.Fatal(errno)
