@@ -211,6 +211,44 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
+// SIGHUP (its terminal gone) ends sbx serve between calls as SIGTERM
+// does: the warm sandbox is thrown away, nothing is left. Before, serve
+// died of it and left the waiting sandbox's run and proxy directories.
+func TestServeStopsOnSIGHUP(t *testing.T) {
+	e := newEnv(t)
+	srv := e.startServe()
+	fmt.Fprintln(srv.in, `{"type":"tool_use","id":"a","name":"Bash","input":{"command":"true"}}`)
+	if !srv.out.Scan() {
+		t.Fatalf("no result: %s", srv.stderr)
+	}
+	time.Sleep(500 * time.Millisecond) // the next sandbox is launched
+	records, _ := filepath.Glob(e.home + "/.local/state/sbx/runs/*/record.json")
+	var netDirs []string
+	for _, r := range records {
+		var rec struct {
+			NetDir string `json:"netDir"`
+		}
+		if b, err := os.ReadFile(r); err == nil && json.Unmarshal(b, &rec) == nil && rec.NetDir != "" {
+			netDirs = append(netDirs, rec.NetDir)
+		}
+	}
+	if len(netDirs) == 0 {
+		t.Fatalf("no waiting sandbox with a proxy directory: %v", records)
+	}
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	if err := srv.cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGHUP: %v", err)
+	}
+	if runs, _ := os.ReadDir(e.home + "/.local/state/sbx/runs"); len(runs) != 0 {
+		t.Errorf("runs left behind: %v", runs)
+	}
+	for _, d := range netDirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("the waiting sandbox's proxy directory %s is left", d)
+		}
+	}
+}
+
 // A long-lived session resolves its paths again for each call: a denyRead
 // file that appears after sbx serve started is hidden from the next call
 // (warm or not), as from a fresh sbx tool.

@@ -156,8 +156,8 @@ const maxLine = 16 << 20
 
 // cmdServe handles JSON Lines: one tool_use per line in, one tool_result per
 // line out, in order; approvals "for the session" last until stdin closes.
-// SIGINT or SIGTERM ends it: a call under way is stopped and answered,
-// the warm sandbox is thrown away.
+// SIGINT, SIGTERM or SIGHUP (its terminal gone) ends it: a call under way
+// is stopped and answered, the warm sandbox is thrown away.
 func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var t toolFlags
 	if code, err := t.parse("serve", args, stderr); err != nil {
@@ -171,7 +171,7 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		return exitSbxError, err
 	}
 	defer s.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	lines := readLines(stdin)
 	w := bufio.NewWriter(stdout)

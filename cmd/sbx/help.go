@@ -44,7 +44,7 @@ func helpTexts() map[string]commandHelp {
 		"serve": {
 			synopsis: "sbx serve [flags]",
 			text: "JSON Lines: one tool_use per line on stdin, one tool_result per line on stdout, in order, until\n" +
-				"stdin closes (or SIGINT/SIGTERM). Each call's sandbox is launched while the caller thinks (warm).",
+				"stdin closes (or SIGINT/SIGTERM/SIGHUP). Each call's sandbox is launched while the caller thinks (warm).",
 			examples: []string{
 				`printf '%s\n' '{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"pwd"}}' | sbx serve`,
 				`sbx serve --settings ./agent-policy.json --audit audit.jsonl`,
