@@ -323,35 +323,35 @@ func (e *env) startPiped(cmd *exec.Cmd) io.ReadCloser {
 	return out
 }
 
-// procState is the state letter of /proc/PID/stat ("" when gone).
-func procState(pid int) string {
+// procStat is the fields of /proc/PID/stat after the command's name
+// (nil when gone): the state first, then the parent.
+func procStat(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return ""
+		return nil
 	}
 	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return ""
+	if i < 0 {
+		return nil
 	}
-	return string(b[i+2])
+	return strings.Fields(string(b[i+1:]))
+}
+
+// procState is the state letter of /proc/PID/stat ("" when gone).
+func procState(pid int) string {
+	if f := procStat(pid); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // procParent is pid's parent (0 if it is gone).
 func procParent(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
+	if f := procStat(pid); len(f) > 1 {
+		ppid, _ := strconv.Atoi(f[1])
+		return ppid
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
+	return 0
 }
 
 // TestIgnoredSignalIsNotForwarded: sbx started with SIGINT ignored (a
