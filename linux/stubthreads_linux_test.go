@@ -45,7 +45,7 @@ func TestStubReadRulesHoldOnEveryThread(t *testing.T) {
 		switch {
 		case len(f) == 2 && f[0] == "restricted":
 			restricted = f[1]
-		case len(f) >= 3 && f[0] == "thread":
+		case len(f) == 4 && f[0] == "thread":
 			if f[1] != restricted {
 				others++
 			}
