@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"syscall"
@@ -262,6 +263,9 @@ func (r *run) release(holdW *os.File, initPID <-chan int) {
 	switch {
 	case err == nil:
 		holdW.Write([]byte{1})
+	case errors.Is(err, syscall.ESRCH) || errors.Is(err, errCommandGone):
+		// It died before its exec (a signal sbx passed on): nothing of
+		// it ran, and the init reports how it ended.
 	case r.spec.Limits.Soft(pipeline.LimitProcs | pipeline.LimitMemory):
 		r.cgWarn = "default limits not enforced: the command could not join its cgroup: " + err.Error()
 		holdW.Write([]byte{1})
@@ -269,6 +273,11 @@ func (r *run) release(holdW *os.File, initPID <-chan int) {
 		r.cgErr = err
 	}
 }
+
+// errCommandGone is joinCgroup's error when the held command is no longer
+// there to move: it died before its exec (it is no longer the init's
+// child, or the init itself has exited), by a signal sbx passed on.
+var errCommandGone = errors.New("the command ended before it joined its cgroup")
 
 // joinCgroup moves the command (the init's only child, held before its
 // exec) into the run's cgroups.
@@ -284,8 +293,13 @@ func (r *run) joinCgroup(initPID <-chan int) error {
 		// another thread. Its parent, as a process, never changes.
 		kids, err = childrenByStat(pid)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errCommandGone // the init is gone, and its namespace with it
+	case err != nil:
 		return err
+	case len(kids) == 0:
+		return errCommandGone
 	}
 	if len(kids) != 1 {
 		return fmt.Errorf("the sandbox's init has %d children, want 1", len(kids))
