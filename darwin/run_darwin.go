@@ -108,6 +108,9 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	gitDirs := gitLinkDirs(s.FS)
 	linksBefore, _ := linksIn(gitDirs)
 	indexesBefore := gitIndexes(gitDirs)
+	if err := pipeline.CommandStarts(ctx); err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: sandbox-exec: %v", pipeline.ErrUnavailable, err)
 	}

@@ -681,3 +681,82 @@ func TestBackgroundWritersStopBeforeTheMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestSignalWhileSetUpCleansUp: a SIGTERM that reaches sbx run while it
+// sets the sandbox up (from its run directory's making on, at delays that
+// sweep the set-up) stops the run: exit 143, the command never ran, and
+// nothing of the run is left, checked from outside: its directory, its
+// proxy's directory, its cgroups, its processes. Before, the signal's
+// default action ended sbx there and left them for the next run to clean.
+func TestSignalWhileSetUpCleansUp(t *testing.T) {
+	e := newEnv(t)
+	runs := filepath.Join(e.home, ".local/state/sbx/runs")
+	netDirs := func() []string { m, _ := filepath.Glob(filepath.Join(os.TempDir(), "sbx-net-*")); return m }
+	netBefore := netDirs()
+	const marker = "30.4343"
+	stopped := 0
+	for i := 0; i < 12; i++ {
+		os.Remove(e.path("ran"))
+		cmd := exec.Command(sbxBin, "run", "--max-procs", "200", "--max-disk", "8M", "-c", "echo x > ran; sleep "+marker)
+		var stderr strings.Builder
+		cmd.Dir, cmd.Env, cmd.Stderr = e.ws, e.environ(), &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		run := firstEntry(runs, 10*time.Second)
+		time.Sleep(time.Duration(i) * 300 * time.Microsecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 128+15 {
+			t.Errorf("run %d: %s, want exit 143; stderr:\n%s", i, cmd.ProcessState, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "while the sandbox was set up; the command did not run") {
+			stopped++
+			assertAbsent(t, e.path("ran"))
+		}
+		e.assertNothingLeft(i, run, marker, netBefore)
+	}
+	if stopped == 0 {
+		t.Error("no SIGTERM came while the sandbox was set up")
+	}
+	t.Logf("%d of 12 runs stopped while set up", stopped)
+}
+
+// firstEntry is the name of the first entry that dir holds, looked for
+// every 0.2 ms (waitFor's 20 ms would miss the set-up) for at most d.
+func firstEntry(dir string, d time.Duration) string {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			return ents[0].Name()
+		}
+	}
+	return ""
+}
+
+// assertNothingLeft checks, from outside, that run i (named run in the
+// state directory) left nothing: its directory, a proxy directory not in
+// netBefore, its cgroups, processes with marker in their command line.
+func (e *env) assertNothingLeft(i int, run, marker string, netBefore []string) {
+	e.t.Helper()
+	runs := filepath.Join(e.home, ".local/state/sbx/runs")
+	left := func() []string {
+		var out []string
+		ents, _ := os.ReadDir(runs)
+		for _, ent := range ents {
+			out = append(out, filepath.Join(runs, ent.Name()))
+		}
+		cgs, _ := filepath.Glob("/sys/fs/cgroup/*/sbx-" + run)
+		cg2, _ := filepath.Glob("/sys/fs/cgroup/sbx-" + run)
+		out = append(append(out, cgs...), cg2...)
+		nets, _ := filepath.Glob(filepath.Join(os.TempDir(), "sbx-net-*"))
+		for _, d := range nets {
+			if !slices.Contains(netBefore, d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if !waitFor(5*time.Second, func() bool { return len(left()) == 0 && len(PidsWith(marker)) == 0 }) {
+		e.t.Fatalf("run %d left %v, processes %v", i, left(), PidsWith(marker))
+	}
+}

@@ -173,6 +173,9 @@ func (e *Executor) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	}
 	defer r.close()
 	r.called = called
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx) // a signal while it was set up
+	}
 	l, err := r.launch(stdio)
 	if err != nil {
 		return nil, err
@@ -704,21 +707,18 @@ func (l *launched) release() {
 // fills the run's result.
 func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
 	defer l.release()
-	if s == nil {
-		// Nothing runs: no host change can be a conflict, no clock to
-		// wait for.
-		now := coarseNow()
-		l.start <- TxStart{Clock: &now}
-		l.spec.send(nil)
-	} else {
-		l.start <- r.e.conflictClock(r.called, r.spec.FS.Writable)
-		r.trace.Mark("sbx: conflict clock past the call")
-		call, err := r.callSpec(s).MarshalBinary()
-		if err != nil {
-			l.spec.send(nil)
-			return err
-		}
-		l.spec.send(call)
+	svCtx := ctx
+	stopped := s != nil && pipeline.CommandStarts(ctx) != nil
+	if stopped {
+		// A signal stopped the run while it was set up: no command is
+		// sent, and the sandbox ends by itself; it is not killed, as the
+		// helper may not yet handle the SIGTERM that kill sends it (a Go
+		// process ends by one that comes before its handler is set: the
+		// run's writes, none, would wait for the next run to merge).
+		s, svCtx = nil, context.WithoutCancel(ctx)
+	}
+	if err := r.sendCall(l, s); err != nil {
+		return err
 	}
 	target, cmd := l.target, l.cmd
 	sv := pipeline.Supervision{Signal: target.signal, Kill: func() {
@@ -730,7 +730,7 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 		sv.Timeout = s.Timeout
 	}
 	l.trace = r.trace
-	waitErr, timedOut, ctxErr := sv.Supervise(ctx, l.finished())
+	waitErr, timedOut, ctxErr := sv.Supervise(svCtx, l.finished())
 	r.trace.Mark("sbx: helper done (report and output in)")
 	r.res.TimedOut = timedOut
 	if timedOut || ctxErr != nil {
@@ -750,12 +750,37 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 			r.trace.Add(pipeline.Stamp(s))
 		}
 	}
-	if ctxErr != nil {
+	switch {
+	case ctxErr != nil:
 		return ctxErr
+	case stopped:
+		return context.Cause(ctx)
 	}
 	r.tmpFull = st.tmpFull
 	status, known := l.status()
 	return r.finish(ctx, waitErr, st.ran, status, known, l.out.buf.String())
+}
+
+// sendCall sends the helper the start clock and the init the command of s
+// (nil: none).
+func (r *run) sendCall(l *launched, s *pipeline.Spec) error {
+	if s == nil {
+		// Nothing runs: no host change can be a conflict, no clock to
+		// wait for.
+		now := coarseNow()
+		l.start <- TxStart{Clock: &now}
+		l.spec.send(nil)
+		return nil
+	}
+	l.start <- r.e.conflictClock(r.called, r.spec.FS.Writable)
+	r.trace.Mark("sbx: conflict clock past the call")
+	call, err := r.callSpec(s).MarshalBinary()
+	if err != nil {
+		l.spec.send(nil)
+		return err
+	}
+	l.spec.send(call)
+	return nil
 }
 
 // finished delivers once sbx is done with the helper: its report, which

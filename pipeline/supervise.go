@@ -22,7 +22,8 @@ type signalsKeptKey struct{}
 // and drops them. Given back to their default action, one that came while
 // sbx finished the run (its report, its directories) ended sbx, with the
 // signal's status in place of the command's and the run's directory left
-// for the next run to clean. A long-lived process (serve, mcp) has its own
+// for the next run to clean. With it, [CatchSignals] also takes them while
+// the run is set up. A long-lived process (serve, mcp) has its own
 // handling between calls and must not use it.
 func WithSignalsKept(ctx context.Context) context.Context {
 	return context.WithValue(ctx, signalsKeptKey{}, true)
@@ -44,9 +45,11 @@ type Supervision struct {
 // the timeout; err is ctx's error when ctx ended first (the command was
 // killed and has exited).
 func (sv Supervision) Supervise(ctx context.Context, exited <-chan error) (waitErr error, timedOut bool, err error) {
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, notIgnored(forwardedSignals())...)
+	sigs, own := caughtSignals(ctx)
 	defer func() {
+		if !own {
+			return // the catcher's: it drops them once the run is over
+		}
 		if ctx.Value(signalsKeptKey{}) != nil {
 			go func() {
 				for range sigs { // dropped: the command has ended

@@ -20,6 +20,19 @@ type audited struct {
 	audit *Audit
 }
 
+// signalsCaught stops a run of a one-command process (sbx run, sbx tool,
+// --claude-shell) that a signal interrupts while its sandbox is set up,
+// and says so (pipeline.CatchSignals): the run removes what it made, where
+// the signal's default action left it behind.
+type signalsCaught struct{ pipeline.Executor }
+
+func (e signalsCaught) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Stdio) (*pipeline.Result, error) {
+	ctx, release := pipeline.CatchSignals(ctx)
+	defer release()
+	res, err := e.Executor.Run(ctx, s, stdio)
+	return res, pipeline.Interruption(ctx, err)
+}
+
 // ExitTimeout is the status of a command the wall-clock limit killed.
 const ExitTimeout = 124
 
@@ -52,6 +65,9 @@ func (unsandboxed) Run(ctx context.Context, s *pipeline.Spec, stdio pipeline.Std
 	cmd.Env, cmd.Dir = s.Env, s.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := pipeline.CommandStarts(ctx); err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -133,7 +133,7 @@ func (s *Session) Run(ctx context.Context, c Command, stdio pipeline.Stdio) (*Ou
 		if sb.limits.Limits != (pipeline.Limits{}) || sb.limits.MaxOutput > 0 {
 			return nil, errors.New("resource limits need the sandbox; --unsandboxed honours only --timeout")
 		}
-		exe = audited{unsandboxed{}, sb.audit}
+		exe = audited{signalsCaught{unsandboxed{}}, sb.audit}
 	}
 	stdio, closeStreams := s.streams(sb, stdio)
 	res, err := exe.Run(ctx, spec, stdio)

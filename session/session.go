@@ -431,7 +431,7 @@ func (s *Session) build() (*sandbox, error) {
 		sb.exec = newExecutor(&s.opts, s.st, s.StateDir(), sb.audit)
 		sb.closer, _ = sb.exec.(io.Closer)
 	}
-	sb.exec = audited{sb.exec, sb.audit}
+	sb.exec = audited{signalsCaught{sb.exec}, sb.audit}
 	sb.runner = &pipeline.Runner{Gate: s.gate, Settings: s.st, Executor: sb.exec, FS: sb.fs, Net: sb.net, Env: sb.env,
 		Secrets: sb.secrets, MaskedFiles: sb.masked, Platform: s.platform(), Redactor: sb.masks.redactor(), Limits: sb.limits, Discard: s.opts.Discard, Prompt: s.opts.Prompt,
 		SeparateStreams: s.opts.SeparateStreams}

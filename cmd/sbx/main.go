@@ -20,6 +20,7 @@ import (
 
 	_ "github.com/sbx-sandbox/sbx/internal/prefault"
 
+	"github.com/sbx-sandbox/sbx/pipeline"
 	"github.com/sbx-sandbox/sbx/pipeline/settings"
 	"github.com/sbx-sandbox/sbx/session"
 )
@@ -169,7 +170,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		fmt.Fprintf(stderr, "sbx: %v\n", err)
-		if code == 0 {
+		var ie *pipeline.InterruptedError
+		switch {
+		case errors.As(err, &ie):
+			code = ie.ExitCode() // as if the signal had ended sbx
+		case code == 0:
 			code = exitSbxError
 		}
 	}
