@@ -3,12 +3,15 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,4 +247,36 @@ func (e *env) connectMCP(ctx context.Context, opts *mcp.ClientOptions) *mcp.Clie
 		e.t.Fatal(err)
 	}
 	return cs
+}
+
+// SIGHUP (its terminal gone) ends sbx mcp as SIGTERM does: the warm
+// sandbox is thrown away, nothing is left. Before, sbx mcp died of it and
+// left the waiting sandbox's run and proxy directories.
+func TestMCPStopsOnSIGHUP(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(sbxBin, "mcp")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	in, _ := cmd.StdinPipe()
+	defer in.Close()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(stdout)
+	for _, m := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true"}}}`,
+	} {
+		fmt.Fprintln(in, m)
+	}
+	for out.Scan() && !strings.Contains(out.Text(), `"id":2`) {
+	}
+	time.Sleep(500 * time.Millisecond) // the next sandbox is launched
+	netDirs := e.waitingNetDirs()
+	cmd.Process.Signal(syscall.SIGHUP)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("sbx mcp after SIGHUP: %v", err)
+	}
+	e.assertSessionGone(netDirs)
 }

@@ -222,6 +222,18 @@ func TestServeStopsOnSIGHUP(t *testing.T) {
 		t.Fatalf("no result: %s", srv.stderr)
 	}
 	time.Sleep(500 * time.Millisecond) // the next sandbox is launched
+	netDirs := e.waitingNetDirs()
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	if err := srv.cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGHUP: %v", err)
+	}
+	e.assertSessionGone(netDirs)
+}
+
+// waitingNetDirs are the proxy directories of the runs in the state
+// directory: a long-lived session's waiting sandbox's (there must be one).
+func (e *env) waitingNetDirs() []string {
+	e.t.Helper()
 	records, _ := filepath.Glob(e.home + "/.local/state/sbx/runs/*/record.json")
 	var netDirs []string
 	for _, r := range records {
@@ -233,18 +245,21 @@ func TestServeStopsOnSIGHUP(t *testing.T) {
 		}
 	}
 	if len(netDirs) == 0 {
-		t.Fatalf("no waiting sandbox with a proxy directory: %v", records)
+		e.t.Fatalf("no waiting sandbox with a proxy directory: %v", records)
 	}
-	srv.cmd.Process.Signal(syscall.SIGHUP)
-	if err := srv.cmd.Wait(); err != nil {
-		t.Errorf("serve after SIGHUP: %v", err)
-	}
+	return netDirs
+}
+
+// assertSessionGone checks, once a session's process has exited, that no
+// run directory and none of netDirs is left.
+func (e *env) assertSessionGone(netDirs []string) {
+	e.t.Helper()
 	if runs, _ := os.ReadDir(e.home + "/.local/state/sbx/runs"); len(runs) != 0 {
-		t.Errorf("runs left behind: %v", runs)
+		e.t.Errorf("runs left behind: %v", runs)
 	}
 	for _, d := range netDirs {
 		if _, err := os.Stat(d); err == nil {
-			t.Errorf("the waiting sandbox's proxy directory %s is left", d)
+			e.t.Errorf("the waiting sandbox's proxy directory %s is left", d)
 		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 // transport): a sandboxed bash tool and read_file, every call through one
 // session and its gate. An ask that no hook answers goes to the client's
 // user when the client supports elicitation, and is denied otherwise.
+// SIGINT, SIGTERM or SIGHUP (its terminal gone) ends it, as it ends sbx
+// serve: the warm sandbox is thrown away.
 func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var t toolFlags
 	if code, err := t.parse("mcp", args, stderr); err != nil {
@@ -32,7 +34,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		return exitSbxError, err
 	}
 	defer s.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	err = s.MCPServer(versionString()).Run(ctx, session.MCPStdio(stdin, stdout))
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
