@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -85,3 +86,54 @@ func cmdlines(pids []int) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCleanFindsOrphansWithoutTheirState: a job killed whole (sbx and its
+// helper, which has a process group of its own, with SIGKILL)
+// leaves its run directory, its proxy directory and its cgroups; with the
+// state directory removed as well (a home wiped), nothing names the last
+// two any more, and only sbx doctor --clean's sweep finds them: by the
+// owner the proxy directory names, by the pid in the cgroup's name.
+func TestCleanFindsOrphansWithoutTheirState(t *testing.T) {
+	e := newEnv(t)
+	tmp := t.TempDir()
+	cgBefore := sbxCgroups(t)
+	cmd := exec.Command(sbxBin, "run", "--max-procs", "256", "-c", "echo ready; sleep 30.5151")
+	cmd.Dir, cmd.Env = e.ws, append(e.environ(), "TMPDIR="+tmp)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !bufio.NewScanner(stdout).Scan() {
+		t.Fatal("no ready line")
+	}
+	// Stopped first, sbx cannot see its helper die.
+	syscall.Kill(cmd.Process.Pid, syscall.SIGSTOP)
+	for _, pid := range PidsWith("__sbx_tx") {
+		if procParent(pid) == cmd.Process.Pid {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !waitFor(10*time.Second, func() bool { return len(PidsWith("30.5151")) == 0 }) {
+		t.Fatalf("processes left: %v", PidsWith("30.5151"))
+	}
+	nets, _ := filepath.Glob(filepath.Join(tmp, "sbx-net-*"))
+	cgs := sbxCgroups(t)
+	if len(nets) == 0 || slices.Equal(cgs, cgBefore) {
+		t.Fatalf("the killed job left no proxy directory (%v) or no cgroup (%v): nothing to test", nets, cgs)
+	}
+	if err := os.RemoveAll(filepath.Join(e.home, ".local/state/sbx")); err != nil {
+		t.Fatal(err)
+	}
+	r := e.sbxEnv([]string{"TMPDIR=" + tmp}, "doctor", "--clean", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"orphans"`) {
+		t.Fatalf("doctor --clean: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("left in TMPDIR: %v", ents)
+	}
+	if after := sbxCgroups(t); !slices.Equal(after, cgBefore) {
+		t.Errorf("cgroups left: %v (before: %v)", after, cgBefore)
+	}
+}

@@ -131,13 +131,19 @@ func (e *Executor) protectState(s *pipeline.Spec) (*pipeline.Spec, error) {
 	return &spec, nil
 }
 
-// Clean finishes what killed runs left behind (see [CleanStale]).
+// Clean finishes what killed runs left behind (see [CleanStale]), and
+// removes the proxy directories and cgroups of this user's dead runs that
+// no state directory names any more.
 func (e *Executor) Clean(ctx context.Context) (*CleanReport, error) {
 	_, exe, err := e.paths()
 	if err != nil {
 		return nil, err
 	}
-	return CleanStale(ctx, e.StateDir, exe, 30*time.Second)
+	rep, err := CleanStale(ctx, e.StateDir, exe, 30*time.Second)
+	if rep != nil {
+		sweepOrphans(rep)
+	}
+	return rep, err
 }
 
 // Run implements [pipeline.Executor].
@@ -467,6 +473,9 @@ func (r *run) startProxy() error {
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		r.rec.NetDir = "" // not ours: never removed
+		return fmt.Errorf("linux: proxy directory: %w", err)
+	}
+	if err := markNetDir(dir, r.rec); err != nil {
 		return fmt.Errorf("linux: proxy directory: %w", err)
 	}
 	r.proxySocket = filepath.Join(dir, "proxy.sock")

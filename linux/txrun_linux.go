@@ -316,6 +316,10 @@ type CleanReport struct {
 	// Merged are the reports of killed runs whose writes were merged now
 	// (or whose merge had completed), by run directory.
 	Merged map[string]MergeReport `json:"merged,omitempty"`
+	// Orphans are what runs whose sbx is gone left outside any state
+	// directory and sbx doctor --clean removed: proxy directories in the
+	// system's temporary directory, empty cgroups.
+	Orphans []string `json:"orphans,omitempty"`
 	// Notes are what was found and dealt with (a lost report).
 	Notes  []string `json:"notes,omitempty"`
 	Errors []string `json:"errors,omitempty"`
@@ -486,16 +490,8 @@ func finishMerge(ctx context.Context, dir, exe string) (MergeReport, error) {
 // staleEnough reports whether a run directory without a record is older
 // than its own setup could take, judged by the pid in its name.
 func staleEnough(dir string) bool {
-	parts := strings.SplitN(filepath.Base(dir), "-", 3)
-	if len(parts) < 2 {
-		return true
-	}
-	pid, err1 := strconv.Atoi(parts[0])
-	start, err2 := strconv.ParseUint(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	return !alive(pid, start)
+	pid, start, ok := parseOwner(filepath.Base(dir))
+	return !ok || !alive(pid, start)
 }
 
 // txEnv is the helper's environment: nothing of sbx's own but the merge's

@@ -20,7 +20,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) (int, error) {
 	f.SetOutput(stderr)
 	setUsage(f, stderr)
 	asJSON := f.Bool("json", false, "print the report as JSON")
-	clean := f.Bool("clean", false, "remove what killed runs left behind (placeholders, run directories) and quarantine protected files they let appear")
+	clean := f.Bool("clean", false, "finish the merges of killed runs (protected files they wrote go to the quarantine) and remove what they left (run and proxy directories, cgroups)")
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0, nil
