@@ -175,6 +175,16 @@ func (rep *TxReport) stamp(name string, t time.Time) {
 // (128+N when signal N killed it).
 func TxHelper(args []string) int {
 	started := time.Now()
+	// SIGTERM, SIGINT and SIGHUP (sbx gone, or a timeout) never kill the
+	// helper: they stop the sandbox (runBwrap reads them, also one that
+	// came during set-up), and the merge and its report are always
+	// finished. Taken first thing: a Go process without a handler ends
+	// by one (exit 2, after a few yields in which the helper could
+	// record the run), and the run was then left, with no report, for
+	// the next one to finish. Past the channel's room, more are
+	// dropped.
+	term := make(chan os.Signal, 4)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	fd := -1
 	if len(args) == 1 {
 		fd, _ = strconv.Atoi(args[0])
@@ -208,12 +218,6 @@ func TxHelper(args []string) int {
 		json.NewEncoder(ctl).Encode(rep)
 		return 0
 	}
-	// SIGTERM, SIGINT and SIGHUP (sbx gone, or a timeout) never kill the
-	// helper: they stop the sandbox (runBwrap reads them, also one that
-	// came during set-up), and the merge and its report are always
-	// finished. Past the channel's room, more are dropped.
-	term := make(chan os.Signal, 4)
-	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	spec.term = term
 	read := time.Now()
 	rep, status := runTx(&spec)
