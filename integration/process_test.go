@@ -760,3 +760,36 @@ func (e *env) assertNothingLeft(i int, run, marker string, netBefore []string) {
 		e.t.Fatalf("run %d left %v, processes %v", i, left(), PidsWith(marker))
 	}
 }
+
+// TestPlainCommandRunsWithoutBash: a command of plain words runs without
+// bash's start (what bash -c would exec, with the environment it would
+// give), with the limits stub and without. Seen from the outcome: with a
+// library bash needs hidden, `cat f.txt` still runs, while the same
+// command with a `;` (which needs bash) cannot start.
+func TestPlainCommandRunsWithoutBash(t *testing.T) {
+	e := newEnv(t)
+	out, err := exec.Command("ldd", "/bin/bash").Output()
+	var lib string
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") && strings.Contains(f, "libtinfo") {
+			lib = f
+		}
+	}
+	if err != nil || lib == "" {
+		if inCI() {
+			t.Fatalf("bash links no libtinfo to hide (ldd: %v):\n%s", err, out)
+		}
+		t.Skipf("bash links no libtinfo to hide: %s", out)
+	}
+	e.write("f.txt", "plain\n")
+	settings := `{"sandbox":{"filesystem":{"denyRead":["` + lib + `"]}}}`
+	for _, limits := range [][]string{nil, {"--max-procs", "200"}} {
+		args := append([]string{"run", "--settings", settings}, limits...)
+		if r := e.sbx(append(args, "-c", "cat f.txt")...); r.code != 0 || r.stdout != "plain\n" {
+			t.Errorf("%v: plain command: exit %d, stdout %q, stderr:\n%s", limits, r.code, r.stdout, r.stderr)
+		}
+		if r := e.sbx(append(args, "-c", "cat f.txt; true")...); r.code != 127 || !strings.Contains(r.stderr, "libtinfo") {
+			t.Errorf("%v: a command that needs bash: exit %d, stderr %q; want bash unable to start", limits, r.code, r.stderr)
+		}
+	}
+}

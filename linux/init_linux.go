@@ -204,7 +204,7 @@ func (ir *initRun) startCommand() (pid, code int, err error) {
 		err = stub.send(stubCall{Path: path, Argv: c.Argv, Env: c.Env, Dir: c.Dir}, readFD)
 		pid = stub.pid
 	} else {
-		pid, err = startLocked(&ir.spec, path, c.Argv, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}}, readFD)
+		pid, err = startDirect(&ir.spec, path, c, readFD)
 	}
 	if err != nil {
 		stub.kill()
@@ -451,6 +451,19 @@ func lookPath(argv0 string, env []string) (string, int, error) {
 // process group of its own, while the init's other threads stay free to
 // keep serving (signals now, the network bridge later). The thread is
 // never unlocked, so the runtime retires it when the goroutine ends.
+// startDirect starts the command without a stub: the program that bash -c
+// would exec, without bash (directCommand), or bash when there is none or
+// its exec fails (bash then handles or reports that as it would).
+func startDirect(spec *InitSpec, path string, c *InitCall, readFD int) (int, error) {
+	if prog, args, env, ok := directCommand(path, c.Argv, c.Env); ok {
+		pid, err := startLocked(spec, prog, args, &syscall.ProcAttr{Dir: c.Dir, Env: env, Files: []uintptr{0, 1, 2}}, readFD)
+		if err == nil {
+			return pid, nil
+		}
+	}
+	return startLocked(spec, path, c.Argv, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}}, readFD)
+}
+
 func startLocked(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr, readFD int) (int, error) {
 	type result struct {
 		pid int
@@ -599,6 +612,11 @@ func RlimitExec(args []string) int {
 			return ExitInitFailed
 		}
 		unix.Close(readFD)
+	}
+	if prog, args, env, ok := directCommand(c.Path, c.Argv, c.Env); ok {
+		// Returns only when it fails: bash then runs the command, and
+		// handles or reports that as it would have.
+		_ = unix.Exec(prog, args, env)
 	}
 	err = unix.Exec(c.Path, c.Argv, c.Env)
 	fmt.Fprintf(os.Stderr, "sbx: %s: %v\n", c.Argv[0], err)

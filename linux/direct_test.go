@@ -1,0 +1,139 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// directCommand's program, arguments and environment are what bash -c
+// gives the program it execs, compared with this host's bash: `env` (not
+// a builtin) prints what it got.
+func TestDirectCommandMatchesBash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	link := filepath.Join(dir, "link")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C", "TERM=xterm"}
+	cases := []struct {
+		name, cwd, cmd string
+		env            []string
+	}{
+		{"plain", ws, "env", nil},
+		{"arguments, blanks", ws, "env  \t-u   HOME", nil},
+		{"SHLVL set", ws, "env", []string{"SHLVL=3"}},
+		{"SHLVL with zeros", ws, "env", []string{"SHLVL=007"}},
+		{"SHLVL 0", ws, "env", []string{"SHLVL=0"}},
+		{"SHLVL 998", ws, "env", []string{"SHLVL=998"}},
+		{"PWD the directory", ws, "env", []string{"PWD=" + ws}},
+		{"PWD a link to it", link, "env", []string{"PWD=" + link}},
+		{"PWD elsewhere", ws, "env", []string{"PWD=/tmp"}},
+		{"PWD of nothing", ws, "env", []string{"PWD=/nonexistent/x"}},
+		{"cwd through a link, no PWD", link, "env", nil},
+		{"OLDPWD a directory", ws, "env", []string{"OLDPWD=/tmp"}},
+		{"OLDPWD of nothing", ws, "env", []string{"OLDPWD=/nonexistent"}},
+		{"OLDPWD empty", ws, "env", []string{"OLDPWD="}},
+		{"_ inherited", ws, "env", []string{"_=/usr/bin/sbx"}},
+		{"odd names and values", ws, "env", []string{"FOO-BAR=1", "é=2", "EMPTY=", "SPACES= a  b "}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Chdir(c.cwd)
+			env := append(slices.Clone(base), c.env...)
+			prog, args, got, ok := directCommand(bash, []string{"bash", "-c", c.cmd}, env)
+			if !ok {
+				t.Fatalf("not direct: %q with %q", c.cmd, c.env)
+			}
+			if want := strings.Fields(c.cmd); prog != "/usr/bin/env" && prog != "/bin/env" || !slices.Equal(args, want) {
+				t.Errorf("exec %s %q, want env %q", prog, args, want)
+			}
+			cmd := exec.Command(bash, "-c", c.cmd) // no Dir: Go would set PWD
+			cmd.Env = env
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaBash := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+			direct := exec.Command(prog, args[1:]...)
+			direct.Env = got
+			out, err = direct.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaDirect := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+			slices.Sort(viaBash)
+			slices.Sort(viaDirect)
+			if !slices.Equal(viaBash, viaDirect) {
+				t.Errorf("environment:\nbash   %q\ndirect %q", viaBash, viaDirect)
+			}
+		})
+	}
+}
+
+// What bash could treat otherwise runs through bash.
+func TestDirectCommandLeavesTheRestToBash(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cases := []struct {
+		name, shell, cmd string
+		env              []string
+	}{
+		{"sh, not bash", "/bin/sh", "env", nil},
+		{"a quote", "", "env 'a b'", nil},
+		{"a variable", "", "env $HOME", nil},
+		{"a glob", "", "ls *", nil},
+		{"a tilde", "", "ls ~", nil},
+		{"braces", "", "echo{1,2}", nil},
+		{"a comment", "", "env #x", nil},
+		{"a list", "", "env; env", nil},
+		{"a pipe", "", "env | cat", nil},
+		{"a redirection", "", "env >x", nil},
+		{"a newline", "", "env\nenv", nil},
+		{"a backslash", "", `env \a`, nil},
+		{"an assignment", "", "A=1 env", nil},
+		{"a builtin", "", "true", nil},
+		{"echo", "", "echo hi", nil},
+		{"a keyword", "", "time env", nil},
+		{"a path", "", "/usr/bin/env", nil},
+		{"not found", "", "no-such-program-sbx", nil},
+		{"empty", "", "  ", nil},
+		{"an exported function", "", "env", []string{"BASH_FUNC_env%%=() { :; }"}},
+		{"BASH_ENV", "", "env", []string{"BASH_ENV=/etc/x"}},
+		{"SHELLOPTS", "", "env", []string{"SHELLOPTS=xtrace"}},
+		{"a name twice", "", "env", []string{"HOME=/x"}},
+		{"an entry without =", "", "env", []string{"JUNK"}},
+		{"a relative PATH", "", "env", []string{"PATH=bin:/usr/bin"}},
+		{"SHLVL bash warns about", "", "env", []string{"SHLVL=999"}},
+		{"SHLVL not a number", "", "env", []string{"SHLVL=3x"}},
+		{"OLDPWD relative", "", "env", []string{"OLDPWD=x"}},
+		{"OLDPWD not canonical", "", "env", []string{"OLDPWD=/tmp/"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			shell := c.shell
+			if shell == "" {
+				shell = "/bin/bash"
+			}
+			env := append([]string{"HOME=/root"}, c.env...)
+			if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }) {
+				env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+			}
+			if _, args, _, ok := directCommand(shell, []string{"bash", "-c", c.cmd}, env); ok {
+				t.Errorf("%q with %q would run without bash as %q", c.cmd, c.env, args)
+			}
+		})
+	}
+}
