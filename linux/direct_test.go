@@ -137,3 +137,36 @@ func TestDirectCommandLeavesTheRestToBash(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPlainWords: what plainWords takes for plain words, bash splits into
+// the same words, and bash would look its first word up along PATH (no
+// builtin, keyword, alias or function of that name).
+func FuzzPlainWords(f *testing.F) {
+	for _, s := range []string{"git status", "ls  -la\tsrc", "go test ./...", "x,y:z@w%v+u a=b", "-n x", "if", "true", "[[", "declare", "."} {
+		f.Add(s)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		f.Skip("no bash")
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		words, ok := plainWords(s)
+		if !ok {
+			return
+		}
+		out, err := exec.Command(bash, "-c", "type -t -- "+words[0]+"; set -- "+s+"; printf '%s\\0' \"$@\"").Output()
+		if err != nil {
+			t.Fatalf("bash on %q: %v", s, err)
+		}
+		kind, rest, _ := strings.Cut(string(out), "\n")
+		if !strings.Contains(string(out), "\n") {
+			kind, rest = "", string(out) // not found: type prints nothing
+		}
+		if kind != "" && kind != "file" {
+			t.Errorf("%q: bash takes %q for a %s", s, words[0], kind)
+		}
+		if got := strings.Split(strings.TrimSuffix(rest, "\x00"), "\x00"); !slices.Equal(got, words) {
+			t.Errorf("%q: bash's words %q, plainWords' %q", s, got, words)
+		}
+	})
+}
