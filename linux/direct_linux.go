@@ -78,7 +78,8 @@ var bashReads = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "POSIXLY_CO
 
 // plainEnv reports whether env is one bash passes on unchanged but for
 // PWD, OLDPWD, SHLVL and _: every entry NAME=VALUE, no name twice, no
-// exported function, none of bashReads, a PATH of absolute directories.
+// exported function, none of bashReads, a PATH of absolute directories in
+// canonical form.
 func plainEnv(env []string) bool {
 	names := make([]string, 0, len(env))
 	for _, kv := range env {
@@ -97,20 +98,21 @@ func plainEnv(env []string) bool {
 		return false
 	}
 	for _, dir := range strings.Split(path, ":") {
-		if !filepath.IsAbs(dir) {
-			return false
+		if !canonical(dir) || dir == "/" {
+			return false // bash's name for a program there is not Join's
 		}
 	}
 	return true
 }
 
-// searchPath finds name as bash does: the first regular file along path
-// that this process may execute.
+// searchPath finds name as bash does: the first file along path, not a
+// directory, that this process may execute (a FIFO too: its exec then
+// fails, and bash, run instead, reports it).
 func searchPath(name, path string) (string, bool) {
 	for _, dir := range strings.Split(path, ":") {
-		p := filepath.Join(dir, name)
+		p := dir + "/" + name
 		var st unix.Stat_t
-		if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			continue
 		}
 		if unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS) == nil {

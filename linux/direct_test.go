@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // directCommand's program, arguments and environment are what bash -c
@@ -116,6 +118,9 @@ func TestDirectCommandLeavesTheRestToBash(t *testing.T) {
 		{"a name twice", "", "env", []string{"HOME=/x"}},
 		{"an entry without =", "", "env", []string{"JUNK"}},
 		{"a relative PATH", "", "env", []string{"PATH=bin:/usr/bin"}},
+		{"a PATH not canonical", "", "env", []string{"PATH=/usr//bin:/bin"}},
+		{"a PATH with a trailing slash", "", "env", []string{"PATH=/usr/bin/:/bin"}},
+		{"a PATH with the root", "", "env", []string{"PATH=/:/usr/bin"}},
 		{"SHLVL bash warns about", "", "env", []string{"SHLVL=999"}},
 		{"SHLVL not a number", "", "env", []string{"SHLVL=3x"}},
 		{"OLDPWD relative", "", "env", []string{"OLDPWD=x"}},
@@ -169,4 +174,38 @@ func FuzzPlainWords(f *testing.F) {
 			t.Errorf("%q: bash's words %q, plainWords' %q", s, got, words)
 		}
 	})
+}
+
+// searchPath picks what bash picks: it passes over directories and files
+// it may not execute, and takes any other file it may execute, a FIFO too.
+func TestSearchPathAsBash(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(sub, name string, mode os.FileMode, fifo bool) {
+		p := filepath.Join(dir, sub, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		var err error
+		switch {
+		case fifo:
+			err = unix.Mkfifo(p, 0o755)
+		case mode&os.ModeDir != 0:
+			err = os.Mkdir(p, 0o755)
+		default:
+			err = os.WriteFile(p, []byte("#!/bin/sh\n"), mode)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("a", "tool", os.ModeDir, false)
+	mk("b", "tool", 0o644, false)
+	mk("c", "tool", 0o755, false)
+	mk("a", "pipe", 0, true)
+	mk("c", "pipe", 0o755, false)
+	path := strings.Join([]string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")}, ":")
+	for name, want := range map[string]string{"tool": "c/tool", "pipe": "a/pipe", "none": ""} {
+		got, ok := searchPath(name, path)
+		if want == "" && ok || want != "" && got != filepath.Join(dir, want) {
+			t.Errorf("%s: got %q (%v), want %q", name, got, ok, want)
+		}
+	}
 }
