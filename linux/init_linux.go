@@ -445,12 +445,6 @@ func lookPath(argv0 string, env []string) (string, int, error) {
 	return "", ExitNotFound, fmt.Errorf("%s: command not found", argv0)
 }
 
-// startLocked starts path (the command, or the limits stub) from a
-// dedicated OS thread that carries no_new_privs, the Landlock domain and
-// the seccomp filter: a process forked from it inherits all three, in a
-// process group of its own, while the init's other threads stay free to
-// keep serving (signals now, the network bridge later). The thread is
-// never unlocked, so the runtime retires it when the goroutine ends.
 // startDirect starts the command without a stub: the program that bash -c
 // would exec, without bash (directCommand), or bash when there is none or
 // its exec fails (bash then handles or reports that as it would).
@@ -464,6 +458,12 @@ func startDirect(spec *InitSpec, path string, c *InitCall, readFD int) (int, err
 	return startLocked(spec, path, c.Argv, &syscall.ProcAttr{Dir: c.Dir, Env: c.Env, Files: []uintptr{0, 1, 2}}, readFD)
 }
 
+// startLocked starts path (the command, or the limits stub) from a
+// dedicated OS thread that carries no_new_privs, the Landlock domain and
+// the seccomp filter: a process forked from it inherits all three, in a
+// process group of its own, while the init's other threads stay free to
+// keep serving (signals now, the network bridge later). The thread is
+// never unlocked, so the runtime retires it when the goroutine ends.
 func startLocked(spec *InitSpec, path string, argv []string, attr *syscall.ProcAttr, readFD int) (int, error) {
 	type result struct {
 		pid int
