@@ -140,8 +140,13 @@ func (e *Executor) Clean(ctx context.Context) (*CleanReport, error) {
 		return nil, err
 	}
 	rep, err := CleanStale(ctx, e.StateDir, exe, 30*time.Second)
-	if rep != nil {
-		sweepOrphans(rep)
+	if rep == nil {
+		return nil, err
+	}
+	failed := len(rep.Errors)
+	sweepOrphans(rep)
+	if err == nil && len(rep.Errors) > failed {
+		err = fmt.Errorf("clean: %s", strings.Join(rep.Errors[failed:], "; "))
 	}
 	return rep, err
 }
