@@ -67,7 +67,10 @@ func main() {
 	if v, ok := num(`warm serve call / raw bwrap: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"tool call: warm sbx serve / raw bwrap", v, "lower is better"})
 	}
-	if v, ok := num(`raw bwrap running bash -c true: ([0-9.]+)×`, s); ok {
+	if v, ok := num("warm serve call of `cat /etc/hostname` / raw bwrap: ([0-9.]+)×", s); ok {
+		bars = append(bars, bar{"tool call of a program: warm sbx serve / raw bwrap", v, "lower is better; cat /etc/hostname"})
+	}
+	if v, ok := num(`warm serve call / raw bwrap: [0-9.]+×; / raw bwrap running bash -c: ([0-9.]+)×`, s); ok {
 		bars = append(bars, bar{"tool call: warm sbx serve / raw bwrap running bash -c true", v, "lower is better; what a Bash call runs"})
 	}
 	if v, ok := num(`cold .sbx tool. / warm serve call: ([0-9.]+)×`, s); ok {

@@ -12,20 +12,38 @@ import (
 	"time"
 )
 
-// runCallBench measures one Bash tool call (`true`) three ways, interleaved
-// in one run: through a long-lived `sbx serve` (its sandboxes launched
-// while the caller thinks), through `sbx tool` (one process and one cold
-// sandbox per call), and raw bubblewrap. Each serve call comes after a
-// pause (the caller "thinking"), as an agent's calls do.
+// runCallBench measures one Bash tool call three ways, interleaved in one
+// run: through a long-lived `sbx serve` (its sandboxes launched while the
+// caller thinks), through `sbx tool` (one process and one cold sandbox per
+// call), and raw bubblewrap; for `true` (a bash builtin: bash runs in the
+// sandbox) and for `cat /etc/hostname` (a program: the sandbox execs it
+// without bash's start). Each serve call comes after a pause (the caller
+// "thinking"), as an agent's calls do.
 func runCallBench(sbx string, n int, think time.Duration) error {
 	call, stop, err := startServe(sbx)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	first, err := call(0, "true")
+	if err != nil {
+		return err
+	}
+	for _, command := range []string{"true", "cat /etc/hostname"} {
+		if err := callBench(sbx, call, command, n, think, first); err != nil {
+			return err
+		}
+		first = 0
+	}
+	return nil
+}
+
+// callBench is runCallBench for one command; first, when not 0, is the
+// time of serve's first call.
+func callBench(sbx string, call func(int, string) (time.Duration, error), command string, n int, think time.Duration, first time.Duration) error {
 	tool := func(id int) (time.Duration, error) {
 		cmd := exec.Command(sbx, "tool")
-		cmd.Stdin = strings.NewReader(fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":"Bash","input":{"command":"true"}}`, id))
+		cmd.Stdin = strings.NewReader(fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":"Bash","input":{"command":%q}}`, id, command))
 		start := time.Now()
 		b, err := cmd.Output()
 		if err != nil || strings.Contains(string(b), `"is_error":true`) {
@@ -33,55 +51,72 @@ func runCallBench(sbx string, n int, think time.Duration) error {
 		}
 		return time.Since(start), nil
 	}
-	bwrap := func(int) (time.Duration, error) {
-		start := time.Now()
-		err := exec.Command("bwrap", "--ro-bind", "/", "/", "true").Run()
-		return time.Since(start), err
+	timed := func(argv ...string) func(int) (time.Duration, error) {
+		return func(int) (time.Duration, error) {
+			start := time.Now()
+			err := exec.Command(argv[0], argv[1:]...).Run()
+			return time.Since(start), err
+		}
 	}
+	serve := func(id int) (time.Duration, error) { return call(id, command) }
 	// A Bash tool call runs its command with bash -c: the same in raw
 	// bubblewrap is the floor for one.
-	bwrapBash := func(int) (time.Duration, error) {
-		start := time.Now()
-		err := exec.Command("bwrap", "--ro-bind", "/", "/", "/bin/bash", "-c", "true").Run()
-		return time.Since(start), err
-	}
-	var first time.Duration
-	if first, err = call(0); err != nil {
+	raw := append([]string{"bwrap", "--ro-bind", "/", "/"}, strings.Fields(command)...)
+	rawBash := []string{"bwrap", "--ro-bind", "/", "/", "/bin/bash", "-c", command}
+	names := []string{"`sbx serve`, one call after the first (warm)", "`sbx tool`, one call (cold)", "`bwrap --ro-bind / / " + command + "`",
+		"`bwrap --ro-bind / / /bin/bash -c '" + command + "'` (what a Bash call runs)"}
+	fns := []func(int) (time.Duration, error){serve, tool, timed(raw...), timed(rawBash...)}
+	med, rows, err := interleave(fns, n, think)
+	if err != nil {
 		return err
 	}
-	names := []string{"`sbx serve`, one call after the first (warm)", "`sbx tool`, one call (cold)", "`bwrap --ro-bind / / true`",
-		"`bwrap --ro-bind / / /bin/bash -c true` (what a Bash call runs)"}
-	fns := []func(int) (time.Duration, error){call, tool, bwrap, bwrapBash}
+	fmt.Printf("\nOne Bash tool call (`%s`, the tool calls' default limits), %d interleaved calls each, %s pause before each\n\n", command, n, think)
+	fmt.Println("| path | median | p10 | p90 |")
+	fmt.Println("|---|---|---|---|")
+	if first != 0 {
+		fmt.Printf("| `sbx serve`, its first call, sent at once (its sandbox still launching) | %s | | |\n", ms(first))
+	}
+	for j, r := range rows {
+		fmt.Printf("| %s | %s |\n", names[j], r)
+	}
+	label := "warm serve call"
+	if command != "true" {
+		label = "warm serve call of `" + command + "`"
+	}
+	fmt.Printf("\n%s / raw bwrap: %.2f×; / raw bwrap running bash -c: %.2f×; cold `sbx tool` / warm serve call: %.2f×\n",
+		label, ratio(med[0], med[2]), ratio(med[0], med[3]), ratio(med[1], med[0]))
+	return nil
+}
+
+// interleave runs each of fns n times, in turn, after a pause of think
+// before each, and returns each one's median and its "median | p10 | p90"
+// row.
+func interleave(fns []func(int) (time.Duration, error), n int, think time.Duration) ([]time.Duration, []string, error) {
 	times := make([][]time.Duration, len(fns))
 	for i := 1; i <= n; i++ {
 		for j, f := range fns {
 			time.Sleep(think)
 			d, err := f(i)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			times[j] = append(times[j], d)
 		}
 	}
-	fmt.Printf("\nOne Bash tool call (`true`, the tool calls' default limits), %d interleaved calls each, %s pause before each\n\n", n, think)
-	fmt.Println("| path | median | p10 | p90 |")
-	fmt.Println("|---|---|---|---|")
-	fmt.Printf("| `sbx serve`, its first call, sent at once (its sandbox still launching) | %s | | |\n", ms(first))
 	med := make([]time.Duration, len(fns))
+	rows := make([]string, len(fns))
 	for j, ts := range times {
 		slices.Sort(ts)
 		q := func(f float64) time.Duration { return ts[int(f*float64(len(ts)-1))] }
 		med[j] = q(0.5)
-		fmt.Printf("| %s | %s | %s | %s |\n", names[j], ms(q(0.5)), ms(q(0.1)), ms(q(0.9)))
+		rows[j] = fmt.Sprintf("%s | %s | %s", ms(q(0.5)), ms(q(0.1)), ms(q(0.9)))
 	}
-	fmt.Printf("\nwarm serve call / raw bwrap: %.2f×; / raw bwrap running bash -c true: %.2f×; cold `sbx tool` / warm serve call: %.2f×\n",
-		ratio(med[0], med[2]), ratio(med[0], med[3]), ratio(med[1], med[0]))
-	return nil
+	return med, rows, nil
 }
 
 // startServe starts `sbx serve` and returns a function that sends it one
-// Bash call (`true`) and times the answer.
-func startServe(sbx string) (call func(int) (time.Duration, error), stop func(), err error) {
+// Bash call and times the answer.
+func startServe(sbx string) (call func(int, string) (time.Duration, error), stop func(), err error) {
 	serve := exec.Command(sbx, "serve")
 	in, err := serve.StdinPipe()
 	if err != nil {
@@ -95,8 +130,8 @@ func startServe(sbx string) (call func(int) (time.Duration, error), stop func(),
 		return nil, nil, err
 	}
 	out := bufio.NewReader(outPipe)
-	call = func(id int) (time.Duration, error) {
-		line := fmt.Sprintf(`{"type":"tool_use","id":"b%d","name":"Bash","input":{"command":"true"}}`+"\n", id)
+	call = func(id int, command string) (time.Duration, error) {
+		line := fmt.Sprintf(`{"type":"tool_use","id":"b%d","name":"Bash","input":{"command":%q}}`+"\n", id, command)
 		start := time.Now()
 		if _, err := io.WriteString(in, line); err != nil {
 			return 0, err
