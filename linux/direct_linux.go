@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,25 +17,29 @@ import (
 // start (~2 ms here, most of a short command's time in the sandbox), find
 // the program along PATH and exec it in its own place, with PWD, SHLVL
 // and _ set and a stale OLDPWD dropped. The command gets the same program,
-// arguments and environment without bash's start. ok is false, and bash
-// runs S as it would, for anything bash could treat otherwise: a word
-// with a character bash expands or interprets (quotes, $, globs, ~, {},
-// #, ;, |, &, <, >, ( …), an assignment, a name with a slash, a builtin
-// or a keyword, a program not found, an environment that bash reads at
-// start-up (exported functions, BASH_ENV, SHELLOPTS …) or would rewrite
-// in a way not modelled here. The caller execs bash when the exec of the
-// result fails (a script without #!, a denied exec): bash then reports or
-// handles it as it would have.
+// arguments and environment without bash's start (the environment's order
+// aside: bash reorders it). ok is false, and bash runs S as it would, for
+// anything bash could treat otherwise: a shell other than the system's
+// bash, a word with a character bash expands or interprets (quotes, $,
+// globs, ~, {}, #, ;, |, &, <, >, ( …), a first word that is an
+// assignment, a path, an option (-, +), a job (%), a builtin or a
+// keyword, a program not found or found through a link of /proc that
+// names the process looking, an environment that bash reads at start-up
+// or sets itself (exported functions, BASH_ENV, SHELLOPTS, RANDOM, IFS,
+// an LC_ALL it may warn about …) or would rewrite in a way not modelled
+// here. The caller execs bash when the exec of the result fails (a script
+// without #!, a denied exec): bash then reports or handles it as it would
+// have.
 func directCommand(path string, argv, env []string) (prog string, args, newEnv []string, ok bool) {
-	if filepath.Base(path) != "bash" || len(argv) != 3 || argv[1] != "-c" {
-		return "", nil, nil, false
+	if path != "/bin/bash" && path != "/usr/bin/bash" || len(argv) != 3 || argv[1] != "-c" {
+		return "", nil, nil, false // not the system's bash (whose ways these are)
 	}
 	words, ok := plainWords(argv[2])
 	if !ok || !plainEnv(env) {
 		return "", nil, nil, false
 	}
 	prog, ok = searchPath(words[0], envValue(env, "PATH"))
-	if !ok {
+	if !ok || !sameInEveryProcess(prog) {
 		return "", nil, nil, false
 	}
 	newEnv, ok = bashEnv(env, prog)
@@ -55,7 +60,8 @@ func plainWords(s string) ([]string, bool) {
 		}
 	}
 	words := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
-	if len(words) == 0 || strings.ContainsAny(words[0], "=/") || bashOwn(words[0]) {
+	// A first word of - or + is an option of bash's, % a job (fg).
+	if len(words) == 0 || strings.ContainsAny(words[0], "=/") || strings.ContainsAny(words[0][:1], "-+%") || bashOwn(words[0]) {
 		return nil, false
 	}
 	return words, true
@@ -72,9 +78,20 @@ func bashOwn(name string) bool {
 	return strings.Contains(own, " "+name+" ")
 }
 
-// bashReads are variables bash acts on at start-up, or that change how it
-// finds or runs a program: with one of them set, bash runs the command.
-var bashReads = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "POSIXLY_CORRECT", "EXECIGNORE", "BASH_XTRACEFD", "BASH_COMPAT"}
+// bashReads are variables bash acts on at start-up, changes or drops
+// (its own: `compgen -v` of bash 5.2, interactive or not, less those it
+// passes on as they came), or that change how it finds or runs a program:
+// with one of them set, bash runs the command. Names that begin with BASH
+// or COMP_ are bash's too. TestBashOwnVariables holds the list to the
+// host's bash.
+var bashReads = []string{"ENV", "SHELLOPTS", "POSIXLY_CORRECT", "EXECIGNORE", "DIRSTACK", "EPOCHREALTIME", "EPOCHSECONDS",
+	"EUID", "GROUPS", "HISTCMD", "HOSTTYPE", "IFS", "LINENO", "MACHTYPE", "OPTARG", "OPTERR", "OPTIND", "OSTYPE", "PPID",
+	"PS1", "PS2", "PS3", "PS4", "RANDOM", "SECONDS", "SRANDOM", "UID", "FUNCNAME", "PIPESTATUS"}
+
+// plainLocales are the values of LC_ALL that every system has: with
+// another, bash warns on stderr when the locale is missing, which only
+// setlocale can tell.
+var plainLocales = []string{"", "C", "POSIX", "C.UTF-8", "C.utf8"}
 
 // plainEnv reports whether env is one bash passes on unchanged but for
 // PWD, OLDPWD, SHLVL and _: every entry NAME=VALUE, no name twice, no
@@ -83,8 +100,9 @@ var bashReads = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "POSIXLY_CO
 func plainEnv(env []string) bool {
 	names := make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, found := strings.Cut(kv, "=")
-		if !found || name == "" || strings.HasPrefix(name, "BASH_FUNC_") || slices.Contains(bashReads, name) {
+		name, val, found := strings.Cut(kv, "=")
+		if !found || name == "" || strings.HasPrefix(name, "BASH") || strings.HasPrefix(name, "COMP_") || slices.Contains(bashReads, name) ||
+			name == "LC_ALL" && !slices.Contains(plainLocales, val) {
 			return false
 		}
 		names = append(names, name)
@@ -120,6 +138,50 @@ func searchPath(name, path string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// sameInEveryProcess reports whether prog names the same file whichever
+// process looks it up: its path, links followed one by one, never enters
+// /proc (procfs), whose links can name the process looking
+// (/proc/self/exe, /dev/fd/N), which bash, looking itself, would resolve
+// to bash or to nothing. (openat2's RESOLVE_NO_MAGICLINKS would say it at
+// once, but the seccomp filter refuses openat2.)
+func sameInEveryProcess(prog string) bool {
+	dir, todo := "/", prog
+	for links := 0; ; {
+		var fs unix.Statfs_t
+		if unix.Statfs(dir, &fs) != nil || fs.Type == unix.PROC_SUPER_MAGIC {
+			return false
+		}
+		var name string
+		name, todo, _ = strings.Cut(strings.TrimLeft(todo, "/"), "/")
+		switch name {
+		case "":
+			return true
+		case ".":
+			continue
+		case "..":
+			dir = filepath.Dir(dir)
+			continue
+		}
+		next := filepath.Join(dir, name)
+		var st unix.Stat_t
+		if unix.Lstat(next, &st) != nil {
+			return false
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			dir = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if links++; err != nil || links > 40 {
+			return false
+		}
+		if filepath.IsAbs(target) {
+			dir = "/"
+		}
+		todo = target + "/" + todo
+	}
 }
 
 // bashEnv is env as bash passes it to a program it execs for `bash -c`:

@@ -51,6 +51,7 @@ func TestDirectCommandMatchesBash(t *testing.T) {
 		{"OLDPWD empty", ws, "env", []string{"OLDPWD="}},
 		{"_ inherited", ws, "env", []string{"_=/usr/bin/sbx"}},
 		{"odd names and values", ws, "env", []string{"FOO-BAR=1", "é=2", "EMPTY=", "SPACES= a  b "}},
+		{"LC_ALL C.UTF-8, SHELL, TERM", ws, "env", []string{"LC_ALL=C.UTF-8", "SHELL=/bin/zsh", "HOSTNAME=h"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,6 +126,15 @@ func TestDirectCommandLeavesTheRestToBash(t *testing.T) {
 		{"SHLVL not a number", "", "env", []string{"SHLVL=3x"}},
 		{"OLDPWD relative", "", "env", []string{"OLDPWD=x"}},
 		{"OLDPWD not canonical", "", "env", []string{"OLDPWD=/tmp/"}},
+		{"another bash", "/tmp/bin/bash", "env", nil},
+		{"a job", "", "%1 x", nil},
+		{"an option", "", "-x arg", nil},
+		{"a + option", "", "+x", nil},
+		{"a locale that may be missing", "", "env", []string{"LC_ALL=en_US.UTF-8"}},
+		{"bash's own variable", "", "env", []string{"BASH=/x"}},
+		{"bash's own variable, not BASH", "", "env", []string{"RANDOM=4"}},
+		{"the looking process's executable", "", "exe", []string{"PATH=/proc/self:/usr/bin"}},
+		{"the looking process's descriptor", "", "0", []string{"PATH=/dev/fd:/usr/bin"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -206,6 +216,74 @@ func TestSearchPathAsBash(t *testing.T) {
 		got, ok := searchPath(name, path)
 		if want == "" && ok || want != "" && got != filepath.Join(dir, want) {
 			t.Errorf("%s: got %q (%v), want %q", name, got, ok, want)
+		}
+	}
+}
+
+// Every variable that plainEnv lets through, bash passes on as it came:
+// checked for bash's own (compgen -v, interactive or not) and the others
+// its manual names.
+func TestBashOwnVariables(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	var names []string
+	for _, args := range [][]string{{"-c", "compgen -v"}, {"--norc", "-i", "-c", "compgen -v"}} {
+		cmd := exec.Command(bash, args...)
+		cmd.Env = []string{}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, strings.Fields(string(out))...)
+	}
+	names = append(names, "CDPATH", "GLOBIGNORE", "HISTFILE", "HISTSIZE", "HISTCONTROL", "MAIL", "MAILPATH", "MAILCHECK",
+		"OPTARG", "PS3", "FUNCNAME", "PIPESTATUS", "COPROC", "READLINE_LINE", "INPUTRC", "TMOUT", "TIMEFORMAT", "FIGNORE",
+		"HOSTFILE", "IGNOREEOF", "PROMPT_COMMAND", "CHILD_MAX", "COLUMNS", "LINES", "auto_resume", "histchars", "EMACS",
+		"INSIDE_EMACS", "LANG", "LC_CTYPE", "LC_MESSAGES", "TEXTDOMAIN", "TEXTDOMAINDIR", "ENV", "POSIXLY_CORRECT", "EXECIGNORE")
+	t.Chdir(t.TempDir())
+	for _, name := range names {
+		if name == "PATH" || name == "PWD" || name == "SHLVL" || name == "_" {
+			continue // modelled (TestDirectCommandMatchesBash)
+		}
+		env := []string{"PATH=/usr/bin:/bin", name + "=sbx value 1"}
+		_, _, _, ok := directCommand(bash, []string{"bash", "-c", "env"}, env)
+		if !ok {
+			continue // bash runs the command
+		}
+		cmd := exec.Command(bash, "-c", "env")
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(out), "\n"), name+"=sbx value 1") {
+			t.Errorf("bash changes or drops %s, which plainEnv lets through", name)
+		}
+	}
+}
+
+// sameInEveryProcess follows links one by one and refuses a path that
+// enters /proc, directly or through a link.
+func TestSameInEveryProcess(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog")
+	if err := os.WriteFile(prog, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"rel": "prog", "abs": prog, "self": "/proc/self/exe", "fd": "/dev/fd/0", "loop": "loop"} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, want := range map[string]bool{
+		prog: true, filepath.Join(dir, "rel"): true, filepath.Join(dir, "abs"): true, filepath.Join(dir, "..", filepath.Base(dir), "prog"): true,
+		"/bin/sh": true, "/proc/self/exe": false, "/dev/fd/0": false, "/proc/1/exe": false,
+		filepath.Join(dir, "self"): false, filepath.Join(dir, "fd"): false, filepath.Join(dir, "loop"): false, filepath.Join(dir, "none"): false,
+	} {
+		if got := sameInEveryProcess(p); got != want {
+			t.Errorf("%s: %v, want %v", p, got, want)
 		}
 	}
 }
