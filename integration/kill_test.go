@@ -92,7 +92,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // leaves its run directory, its proxy directory and its cgroups; with the
 // state directory removed as well (a home wiped), nothing names the last
 // two any more, and only sbx doctor --clean's sweep finds them: by the
-// owner the proxy directory names, by the pid in the cgroup's name.
+// owner the proxy directory names, by the pid in the cgroup's name (and
+// its age).
 func TestCleanFindsOrphansWithoutTheirState(t *testing.T) {
 	e := newEnv(t)
 	tmp := t.TempDir()
@@ -125,6 +126,17 @@ func TestCleanFindsOrphansWithoutTheirState(t *testing.T) {
 	}
 	if err := os.RemoveAll(filepath.Join(e.home, ".local/state/sbx")); err != nil {
 		t.Fatal(err)
+	}
+	// A dead run's cgroup is taken for an orphan once it is 10 minutes
+	// old (a younger one may be a run being set up in another pid
+	// namespace): this one is made older.
+	old := time.Now().Add(-time.Hour)
+	for _, cg := range cgs {
+		if !slices.Contains(cgBefore, cg) {
+			if err := os.Chtimes(cg, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	r := e.sbxEnv([]string{"TMPDIR=" + tmp}, "doctor", "--clean", "--json")
 	if r.code != 0 || !strings.Contains(r.stdout, `"orphans"`) {

@@ -258,3 +258,50 @@ func TestDeadRuns(t *testing.T) {
 		t.Error("a new killed run beside a tried one does not count")
 	}
 }
+
+// A run whose sbx or helper lives in another pid or time namespace has a
+// pid and a start time that name no live process here: the lock it holds
+// on its run directory (sbx) or its record (the helper) keeps it from a
+// clean-up. Before, the next run or doctor --clean finished its merge
+// mid-run and removed its directories.
+func TestCleanStaleKeepsLockedRuns(t *testing.T) {
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lockOn := range []string{emptyFile, helperFile} {
+		t.Run("lock on "+lockOn, func(t *testing.T) {
+			state := t.TempDir()
+			dir := filepath.Join(state, "runs", fmt.Sprintf("%d-%d-other", os.Getpid(), start+1))
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			dead := record{PID: os.Getpid(), Start: start + 1}
+			if err := writeJSON(filepath.Join(dir, recordFile), dead); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeJSON(filepath.Join(dir, helperFile), helperRecord{PID: os.Getpid(), Start: start + 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, emptyFile), nil, 0o444); err != nil {
+				t.Fatal(err)
+			}
+			f := holdLock(filepath.Join(dir, lockOn))
+			if f == nil {
+				t.Fatal("no lock")
+			}
+			defer f.Close()
+			rep, err := CleanStale(context.Background(), state, "/nonexistent/sbx", 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, helperFile)); err != nil || slices.Contains(rep.Runs, dir) {
+				t.Errorf("a locked run was cleaned: %v, %q", err, rep.Runs)
+			}
+			f.Close()
+			if rep, err = CleanStale(context.Background(), state, "/nonexistent/sbx", 200*time.Millisecond); err == nil && !slices.Contains(rep.Runs, dir) {
+				t.Errorf("unlocked, the dead run stays: %q", rep.Runs)
+			}
+		})
+	}
+}

@@ -4,8 +4,10 @@ package linux
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,15 +55,18 @@ func sweepOrphans(rep *CleanReport) {
 
 // deadNetDirs lists the proxy directories in tmp that belong to this user
 // and to no live sbx: by their owner link, or, without one, older than
-// netDirGrace with no process listening on their proxy socket.
+// netDirGrace with no process listening on their proxy socket. Only a
+// directory of mode 0700 that holds nothing but what sbx puts there is
+// taken for one (tmp is read, not matched: a glob character in it is a
+// name like any other).
 func deadNetDirs(tmp string) []string {
-	m, _ := filepath.Glob(filepath.Join(tmp, "sbx-net-*"))
+	ents, _ := os.ReadDir(tmp)
 	var listening map[vfsID]bool
 	var out []string
-	for _, d := range m {
-		var st unix.Stat_t
-		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() {
-			continue
+	for _, e := range ents {
+		d := filepath.Join(tmp, e.Name())
+		if !strings.HasPrefix(e.Name(), "sbx-net-") || !proxyDirShape(d) || lockHeld(d) {
+			continue // not sbx's, or its sbx lives (seen from any namespace)
 		}
 		if owner, err := os.Readlink(filepath.Join(d, ownerLink)); err == nil {
 			if !ownerAlive(owner) {
@@ -69,7 +74,8 @@ func deadNetDirs(tmp string) []string {
 			}
 			continue
 		}
-		if time.Since(time.Unix(st.Mtim.Unix())) < netDirGrace {
+		var st unix.Stat_t
+		if unix.Lstat(d, &st) != nil || time.Since(time.Unix(st.Mtim.Unix())) < netDirGrace {
 			continue
 		}
 		if listening == nil {
@@ -82,6 +88,34 @@ func deadNetDirs(tmp string) []string {
 		}
 	}
 	return out
+}
+
+// proxyFiles are the names sbx puts in a proxy directory.
+var proxyFiles = []string{"proxy.sock", "handoff.sock", ownerLink, "sbx-ca.pem", "sbx-bundle.pem"}
+
+// proxyDirShape reports whether d is a directory (not a link) of this
+// user's, mode 0700, holding nothing but proxyFiles: the owner as a link,
+// the sockets as sockets.
+func proxyDirShape(d string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o7777 != 0o700 || int(st.Uid) != os.Getuid() {
+		return false
+	}
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		switch {
+		case !slices.Contains(proxyFiles, e.Name()):
+			return false
+		case e.Name() == ownerLink && e.Type() != fs.ModeSymlink:
+			return false
+		case strings.HasSuffix(e.Name(), ".sock") && e.Type() != fs.ModeSocket:
+			return false
+		}
+	}
+	return true
 }
 
 // ownerAlive reports whether the sbx that an owner link or a run's name
@@ -124,19 +158,31 @@ func socketID(path string) vfsID {
 	return vfsID{ino: st.Ino, dev: st.Dev}
 }
 
-// deadCgroups lists the run cgroups ("sbx-PID-START-…", at most 8 levels
-// below root) whose sbx is gone.
+// deadCgroups lists the run cgroups ("sbx-PID-START-N", at most 8 levels
+// below root) whose sbx is gone, made at least netDirGrace ago: an sbx in
+// another pid or time namespace has a pid and start that name no process
+// here, and its cgroup is empty only while its run is set up.
 func deadCgroups(root string) []string {
 	var out []string
 	pat := root
 	for depth := 0; depth < 8; depth++ {
 		m, _ := filepath.Glob(filepath.Join(pat, "sbx-*"))
 		for _, d := range m {
-			if fi, err := os.Lstat(d); err == nil && fi.IsDir() && !ownerAlive(strings.TrimPrefix(filepath.Base(d), "sbx-")) {
-				out = append(out, d)
+			name := strings.TrimPrefix(filepath.Base(d), "sbx-")
+			parts := strings.Split(name, "-")
+			var st unix.Stat_t
+			if len(parts) != 3 || !digits(parts[2]) || unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR ||
+				time.Since(time.Unix(st.Mtim.Unix())) < netDirGrace || ownerAlive(name) {
+				continue
 			}
+			out = append(out, d)
 		}
 		pat += "/*"
 	}
 	return out
+}
+
+// digits reports whether s is a non-empty run of decimal digits.
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }

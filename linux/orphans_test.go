@@ -56,6 +56,12 @@ func TestDeadNetDirs(t *testing.T) {
 		}
 	}
 	deadOwner := mk("deadowner", dead)
+	// A dead owner by its pid, but locked: an sbx in another namespace.
+	if f := holdLock(mk("lockedowner", dead)); f != nil {
+		defer f.Close()
+	} else {
+		t.Fatal("no lock")
+	}
 	mk("liveowner", live)
 	listen(mk("listening", ""), true)
 	quiet := mk("quiet", "")
@@ -67,6 +73,17 @@ func TestDeadNetDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(deadOwner, filepath.Join(tmp, "sbx-net-link")); err != nil {
+		t.Fatal(err)
+	}
+	// Not sbx's shape: kept whatever their age and owner.
+	precious := mk("precious", "")
+	if err := os.WriteFile(filepath.Join(precious, "precious"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(mk("wide", dead), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mk("ownerfile", ""), ownerLink), []byte(dead), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if os.Getuid() == 0 {
@@ -88,6 +105,10 @@ func TestDeadNetDirs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("dead proxy directories:\n got %v\nwant %v", got, want)
 	}
+	// A glob character in the temporary directory's name is a name.
+	if got := deadNetDirs(tmp[:len(tmp)-1] + "?"); len(got) != 0 {
+		t.Errorf("a pattern for the temporary directory matched %v", got)
+	}
 }
 
 // Run cgroups ("sbx-PID-START-…") are taken for dead runs' by the sbx
@@ -95,21 +116,28 @@ func TestDeadNetDirs(t *testing.T) {
 func TestDeadCgroups(t *testing.T) {
 	live, dead := ownerNames(t)
 	root := t.TempDir()
+	old := time.Now().Add(-2 * netDirGrace)
 	var want []string
 	for _, c := range []struct {
-		path   string
-		isDead bool
+		path          string
+		young, isDead bool
 	}{
-		{"sbx-" + dead + "-aa", true},
-		{"pids/user.slice/sbx/sbx-" + dead + "-bb", true},
-		{"sbx-" + live + "-cc", false},
-		{"sbx", false},
-		{"sbx-other", false},
-		{"pids/sbx-" + live + "-dd", false},
+		{"sbx-" + dead + "-11", false, true},
+		{"pids/user.slice/sbx/sbx-" + dead + "-22", false, true},
+		{"sbx-" + dead + "-33", true, false}, // dead by its name, but new: another namespace's, set up now?
+		{"sbx-" + live + "-44", false, false},
+		{"sbx", false, false},
+		{"sbx-other", false, false},
+		{"sbx-1-1", false, false},
+		{"sbx-" + dead + "-x", false, false},
+		{"pids/sbx-" + live + "-55", false, false},
 	} {
 		p := filepath.Join(root, c.path)
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if !c.young {
+			os.Chtimes(p, old, old)
 		}
 		if c.isDead {
 			want = append(want, p)

@@ -333,6 +333,7 @@ func (r *run) close() {
 	if !keep {
 		r.res.Warnings = append(r.res.Warnings, r.removeRun()...)
 	}
+	r.rec.release()
 }
 
 // closeLater is close for a warm call, whose executor outlives it: the
@@ -347,6 +348,7 @@ func (r *run) closeLater() {
 		if !keep {
 			ws = append(ws, r.removeRun()...)
 		}
+		r.rec.release()
 		return ws
 	})
 }
@@ -483,6 +485,7 @@ func (r *run) startProxy() error {
 	if err := markNetDir(dir, r.rec); err != nil {
 		return fmt.Errorf("linux: proxy directory: %w", err)
 	}
+	r.rec.hold(dir)
 	r.proxySocket = filepath.Join(dir, "proxy.sock")
 	ln, err := net.Listen("unix", r.proxySocket)
 	if err != nil {

@@ -43,6 +43,17 @@ type record struct {
 	Start uint64 `json:"start"`
 	// NetDir is the private directory of the proxy's socket.
 	NetDir string `json:"netDir,omitempty"`
+	// locks are the shared locks this sbx holds on the run directory and
+	// the proxy's directory while it lives (holdLock).
+	locks []*os.File
+}
+
+// release closes the record's locks.
+func (r *record) release() {
+	for _, f := range r.locks {
+		f.Close()
+	}
+	r.locks = nil
 }
 
 // helperRecord is written by the transaction helper before it mounts
@@ -152,11 +163,15 @@ func newRunDir(stateDir string) (string, *record, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	rec := &record{PID: pid, Start: start}
-	if err := writeJSON(filepath.Join(dir, recordFile), rec); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, emptyFile), nil, 0o444); err != nil {
 		return "", nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, emptyFile), nil, 0o444); err != nil {
+	rec := &record{PID: pid, Start: start}
+	// On the empty file, which is never replaced: the directory's own lock
+	// is the clean-ups' (one finishes a dead run at a time).
+	rec.hold(filepath.Join(dir, emptyFile))
+	if err := writeJSON(filepath.Join(dir, recordFile), rec); err != nil {
+		rec.release()
 		return "", nil, err
 	}
 	return dir, rec, nil
@@ -395,4 +410,43 @@ func forceRemoveAll(dir string) error {
 	})
 	_ = os.Chmod(dir, 0o700)
 	return os.RemoveAll(dir)
+}
+
+// hold takes a shared lock on path for as long as the record's sbx lives
+// (until release): whoever holds it is alive, in whatever pid or time
+// namespace (where a pid and a start time read from another are not the
+// same). Close-on-exec: no child holds it on sbx's behalf. One that
+// cannot be taken leaves the pid and start time to tell.
+func (r *record) hold(path string) {
+	if f := holdLock(path); f != nil {
+		r.locks = append(r.locks, f)
+	}
+}
+
+// holdLock opens path and takes a shared lock on it (nil when it cannot).
+func holdLock(path string) *os.File {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	if unix.Flock(fd, unix.LOCK_SH) != nil {
+		unix.Close(fd)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), path)
+}
+
+// lockHeld reports whether a live process holds a lock on path (taken by
+// holdLock or by a clean-up).
+func lockHeld(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	_ = unix.Flock(fd, unix.LOCK_UN)
+	return false
 }

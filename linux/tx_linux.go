@@ -308,6 +308,10 @@ func runTx(spec *TxSpec) (*TxReport, int) {
 			rep.Error = "run directory: " + err.Error()
 			return rep, ExitInitFailed
 		}
+		// Held until the helper exits: it lives, seen from any namespace.
+		if f := holdLock(filepath.Join(spec.RunDir, helperFile)); f != nil {
+			defer f.Close()
+		}
 		rep.stamp("run recorded", time.Now())
 	}
 	t, err := setupTx(spec, spec.Size)

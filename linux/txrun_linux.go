@@ -385,6 +385,9 @@ func deadRuns(stateDir string) []string {
 // removed since the directory was listed), by the pid in the directory's
 // name. A live sbx's run is its own to finish: nothing to wait for.
 func sbxAlive(dir string) bool {
+	if lockHeld(filepath.Join(dir, emptyFile)) {
+		return true // its sbx holds it, seen from any pid or time namespace
+	}
 	var rec record
 	if readJSON(filepath.Join(dir, recordFile), &rec) != nil {
 		return !staleEnough(dir)
@@ -395,6 +398,9 @@ func sbxAlive(dir string) bool {
 // busy reports whether the run in dir still has sbx or its helper alive,
 // or is being set up right now.
 func busy(dir string) bool {
+	if lockHeld(filepath.Join(dir, emptyFile)) || lockHeld(filepath.Join(dir, helperFile)) {
+		return true // sbx or its helper, seen from any pid or time namespace
+	}
 	var rec record
 	if err := readJSON(filepath.Join(dir, recordFile), &rec); err != nil {
 		return !staleEnough(dir)
