@@ -209,12 +209,19 @@ type initState struct {
 }
 
 // watchReady reads the init's messages (fd 8) until EOF, and moves a held
-// command into its cgroup when the init says it waits (fd 9).
-func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int, target *sandboxPID) <-chan initState {
+// command into its cgroup when the init says it waits (fd 9); running is
+// closed at InitRunning, or at the end of the messages.
+func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int, target *sandboxPID) (<-chan initState, <-chan struct{}) {
 	out := make(chan initState, 1)
+	running := make(chan struct{})
 	go func() {
 		defer readyR.Close()
 		var st initState
+		defer func() {
+			if !st.ran {
+				close(running)
+			}
+		}()
 		var b [1]byte
 		for n := 0; n < 32; n++ {
 			if k, _ := readyR.Read(b[:]); k != 1 {
@@ -224,6 +231,9 @@ func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int, target *san
 			case InitStamp:
 				r.readStamp(readyR)
 			case InitRunning:
+				if !st.ran {
+					close(running)
+				}
 				st.ran = true
 				target.takesSignals()
 			case InitForked:
@@ -239,7 +249,7 @@ func (r *run) watchReady(readyR, holdW *os.File, initPID <-chan int, target *san
 		io.Copy(io.Discard, readyR)
 		out <- st
 	}()
-	return out
+	return out, running
 }
 
 // readStamp reads the rest of an InitStamp message into the run's trace.

@@ -579,6 +579,9 @@ type launched struct {
 	rep       *TxReport
 	target    *sandboxPID
 	initState <-chan initState
+	// running is closed once the init runs (its signal handlers set), or
+	// its messages ended without that.
+	running <-chan struct{}
 	// spec is the init's spec pipe; start takes the clock from which the
 	// host's changes are conflicts.
 	spec  *specOut
@@ -628,7 +631,7 @@ func (r *run) launch(stdio pipeline.Stdio) (*launched, error) {
 	l.start = make(chan TxStart, 1)
 	go tx.exchange(l.txRep, l.start)
 	initPID := r.watchInfo(fds.infoR, cmd.Process.Pid, l.target)
-	l.initState = r.watchReady(fds.readyR, fds.holdW, initPID, l.target)
+	l.initState, l.running = r.watchReady(fds.readyR, fds.holdW, initPID, l.target)
 	fds.infoR, fds.readyR, fds.holdW = nil, nil, nil
 	return l, nil
 }
@@ -724,14 +727,16 @@ func (l *launched) release() {
 // fills the run's result.
 func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error {
 	defer l.release()
+	r.sendClock(l, s)
+	// Until the init runs, a signal stops the run (pipeline.CatchSignals):
+	// the command is not sent, and the sandbox ends by itself; it is not
+	// killed, as the helper may not yet handle the SIGTERM that kill sends
+	// it (a Go process ends by one that comes before its handler is set:
+	// the run's writes, none, would wait for the next run to merge).
+	l.awaitInit(ctx, s)
 	svCtx := ctx
 	stopped := s != nil && pipeline.CommandStarts(ctx) != nil
 	if stopped {
-		// A signal stopped the run while it was set up: no command is
-		// sent, and the sandbox ends by itself; it is not killed, as the
-		// helper may not yet handle the SIGTERM that kill sends it (a Go
-		// process ends by one that comes before its handler is set: the
-		// run's writes, none, would wait for the next run to merge).
 		s, svCtx = nil, context.WithoutCancel(ctx)
 	}
 	if err := r.sendCall(l, s); err != nil {
@@ -778,19 +783,40 @@ func (r *run) complete(ctx context.Context, l *launched, s *pipeline.Spec) error
 	return r.finish(ctx, waitErr, st.ran, status, known, l.out.buf.String())
 }
 
-// sendCall sends the helper the start clock and the init the command of s
-// (nil: none).
-func (r *run) sendCall(l *launched, s *pipeline.Spec) error {
+// sendClock sends the helper the clock from which the host's changes are
+// conflicts: none can be when nothing runs (s nil).
+func (r *run) sendClock(l *launched, s *pipeline.Spec) {
 	if s == nil {
-		// Nothing runs: no host change can be a conflict, no clock to
-		// wait for.
 		now := coarseNow()
 		l.start <- TxStart{Clock: &now}
-		l.spec.send(nil)
-		return nil
+		return
 	}
 	l.start <- r.e.conflictClock(r.called, r.spec.FS.Writable)
 	r.trace.Mark("sbx: conflict clock past the call")
+}
+
+// awaitInit waits until the init runs, ctx ends, or s's timeout passes
+// (a sandbox that never starts is then supervised, and killed, as any).
+func (l *launched) awaitInit(ctx context.Context, s *pipeline.Spec) {
+	var timeout <-chan time.Time
+	if s != nil && s.Timeout > 0 {
+		t := time.NewTimer(s.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-l.running:
+	case <-ctx.Done():
+	case <-timeout:
+	}
+}
+
+// sendCall sends the init the command of s (nil: none).
+func (r *run) sendCall(l *launched, s *pipeline.Spec) error {
+	if s == nil {
+		l.spec.send(nil)
+		return nil
+	}
 	call, err := r.callSpec(s).MarshalBinary()
 	if err != nil {
 		l.spec.send(nil)
