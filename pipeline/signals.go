@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // InterruptedError is the error of a run that a signal stopped while its
@@ -65,24 +66,38 @@ func CatchSignals(ctx context.Context) (_ context.Context, release func()) {
 }
 
 // catch cancels the run at the first signal that would have ended sbx,
-// until handOver.
+// until handOver. A SIGTSTP stops sbx, unless a SIGCONT comes with it
+// (as Supervise's stopSelf: stopped after the SIGCONT was spent, sbx
+// would wait for another).
 func (c *catcher) catch() {
 	defer close(c.done)
+	sv := Supervision{Signal: c.handle}
+	var lastCont time.Time
 	for {
 		select {
 		case <-c.handed:
 			return
 		case s := <-c.sigs:
 			switch s {
-			case syscall.SIGWINCH, syscall.SIGCONT:
-				// No command yet to tell; it reads the terminal's size
-				// when it starts.
+			case syscall.SIGCONT:
+				lastCont = time.Now()
 			case syscall.SIGTSTP:
-				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				sv.stopSelf(c.sigs, lastCont)
 			default:
-				c.cancel(&InterruptedError{Signal: s.(syscall.Signal)})
+				c.handle(s)
 			}
 		}
+	}
+}
+
+// handle is what a signal does before the command may start: one that
+// would end sbx cancels the run; SIGWINCH, SIGCONT and SIGTSTP have no
+// command to reach yet.
+func (c *catcher) handle(s os.Signal) {
+	switch s {
+	case syscall.SIGWINCH, syscall.SIGCONT, syscall.SIGTSTP:
+	default:
+		c.cancel(&InterruptedError{Signal: s.(syscall.Signal)})
 	}
 }
 

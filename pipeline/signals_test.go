@@ -1,9 +1,13 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -74,5 +78,44 @@ func TestCatchSignalsNeedsTheMark(t *testing.T) {
 	}
 	if err := CommandStarts(got); err != nil {
 		t.Error(err)
+	}
+}
+
+// A SIGTSTP and a SIGCONT sent together while the run is set up leave sbx
+// running: stopped after the SIGCONT was spent, it would wait for another
+// for good. The catching process is a child (this test binary again), so
+// that a stop cannot stop the test.
+func TestStopAndContinueWhileSetUp(t *testing.T) {
+	if os.Getenv("SBX_TEST_CATCHER") == "1" {
+		_, release := CatchSignals(WithSignalsKept(context.Background()))
+		defer release()
+		fmt.Println("ready")
+		time.Sleep(5 * time.Second)
+		return
+	}
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStopAndContinueWhileSetUp$")
+		cmd.Env = append(os.Environ(), "SBX_TEST_CATCHER=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(cmd.Process.Pid, syscall.SIGTSTP)
+		syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+		time.Sleep(200 * time.Millisecond) // ten times the settling time
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		_, after, _ := strings.Cut(string(stat), ") ")
+		syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if strings.HasPrefix(after, "T") {
+			t.Fatalf("try %d: stopped after a SIGTSTP and a SIGCONT sent together", i)
+		}
 	}
 }
