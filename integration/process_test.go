@@ -793,3 +793,31 @@ func TestPlainCommandRunsWithoutBash(t *testing.T) {
 		}
 	}
 }
+
+// TestToolStoppedWhileSetUp: `sbx tool` stopped by a signal while the
+// sandbox is set up answers with the reason and exits 128+N, as sbx run
+// does; the command did not run (its file is absent on the host) and the
+// run left nothing.
+func TestToolStoppedWhileSetUp(t *testing.T) {
+	e := newEnv(t)
+	runs := filepath.Join(e.home, ".local/state/sbx/runs")
+	netBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "sbx-net-*"))
+	const marker = "30.4646"
+	cmd := exec.Command(sbxBin, "tool", "--mode", "bypassPermissions")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	cmd.Stdin = strings.NewReader(`{"type":"tool_use","id":"toolu_s","name":"Bash","input":{"command":"echo x > ran; sleep ` + marker + `"}}`)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	run := firstEntry(runs, 10*time.Second)
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 128+15 || !strings.Contains(stdout.String(), `"tool_use_id":"toolu_s"`) ||
+		!strings.Contains(stdout.String(), "stopped by signal 15 (terminated) while the sandbox was set up; the command did not run") {
+		t.Errorf("exit %s, tool_result %s; want 143 and the reason", cmd.ProcessState, stdout.String())
+	}
+	assertAbsent(t, e.path("ran"))
+	e.assertNothingLeft(0, run, marker, netBefore)
+}

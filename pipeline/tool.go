@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -44,6 +45,9 @@ type ToolResult struct {
 	// (not JSON, duplicate keys, no id, another type, no name): nothing
 	// was run.
 	Invalid bool `json:"-"`
+	// Stopped is the signal that stopped sbx while the sandbox was set up
+	// (the command did not run; [InterruptedError]); 0 for none.
+	Stopped syscall.Signal `json:"-"`
 }
 
 // BashOutput is the Bash tool's structured output.
@@ -508,6 +512,9 @@ func (r *Runner) runBash(ctx context.Context, call *Call, v *Verdict) *ToolResul
 		out.ExitCode, out.Interrupted = -1, ctx.Err() != nil
 		r.postHooks(ctx, "PostToolUseFailure", call, out, msg, time.Since(start))
 		tr := errResult(call.ID, msg)
+		if ie := (*InterruptedError)(nil); errors.As(err, &ie) {
+			tr.Content, tr.Stopped = "Error: sbx was "+ie.Error(), ie.Signal
+		}
 		if ctx.Err() != nil {
 			// What the command wrote before it was stopped, as after a
 			// timeout.

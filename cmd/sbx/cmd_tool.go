@@ -118,8 +118,11 @@ func cmdTool(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, err
 	if err := writeResult(stdout, res, t.output == "structured"); err != nil {
 		return exitSbxError, err
 	}
-	if res.Invalid {
+	switch {
+	case res.Invalid:
 		return 1, nil // the error result says why; nothing was run
+	case res.Stopped != 0:
+		return 128 + int(res.Stopped), nil // as sbx run, once the result is out
 	}
 	return 0, nil
 }
