@@ -27,14 +27,19 @@ func TestCleanStaleSkipsLiveRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := fmt.Sprintf("%d-%d-", os.Getpid(), start)
+	dead := fmt.Sprintf("%d-%d-", os.Getpid(), start+1)
 	cases := []struct {
 		name, dir string
 		record    bool
+		old       bool // made setupGrace ago or more
 		removed   bool // a dead run: cleaned up
 	}{
-		{"a live run being set up (no record)", live + "setup", false, false},
-		{"a live run with its record", live + "recorded", true, false},
-		{"a dead run without a record", fmt.Sprintf("%d-%d-dead", os.Getpid(), start+1), false, true},
+		{"a live run being set up (no record)", live + "setup", false, false, false},
+		{"a live run with its record", live + "recorded", true, false, false},
+		{"a dead run without a record", dead + "dead", false, true, true},
+		// Dead by its pid, but young: an sbx in another pid or time
+		// namespace, before its lock and record.
+		{"a run being set up in another namespace", dead + "young", false, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,6 +52,10 @@ func TestCleanStaleSkipsLiveRuns(t *testing.T) {
 				if err := writeJSON(filepath.Join(dir, recordFile), record{PID: os.Getpid(), Start: start}); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if c.old {
+				then := time.Now().Add(-2 * setupGrace)
+				os.Chtimes(dir, then, then)
 			}
 			done := cleanStaleAsync(state)
 			var r cleanResult
@@ -198,6 +207,8 @@ func TestCleanStaleWaitsForAnotherFinisher(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	then := time.Now().Add(-2 * setupGrace) // dead, not being set up
+	os.Chtimes(dir, then, then)
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -482,10 +482,13 @@ func (r *run) startProxy() error {
 		r.rec.NetDir = "" // not ours: never removed
 		return fmt.Errorf("linux: proxy directory: %w", err)
 	}
+	// Locked before its owner is named: a sweep that finds the owner
+	// link finds the lock too (and without the link, the directory is
+	// too young to sweep).
+	r.rec.hold(dir)
 	if err := markNetDir(dir, r.rec); err != nil {
 		return fmt.Errorf("linux: proxy directory: %w", err)
 	}
-	r.rec.hold(dir)
 	r.proxySocket = filepath.Join(dir, "proxy.sock")
 	ln, err := net.Listen("unix", r.proxySocket)
 	if err != nil {

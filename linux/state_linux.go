@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,33 +149,65 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// newRunDir creates this process's run directory.
+// newRunDir creates this process's run directory. It is made, locked and
+// recorded under runs.new, then renamed into runs: a clean-up never sees a
+// run directory whose sbx has not yet taken its lock (one in another pid
+// or time namespace, whose pid names no live process here, would be taken
+// for a killed one).
 func newRunDir(stateDir string) (string, *record, error) {
 	pid := os.Getpid()
 	start, err := procStart(pid)
 	if err != nil {
 		return "", nil, err
 	}
-	runs := filepath.Join(stateDir, "runs")
-	if err := os.MkdirAll(runs, 0o700); err != nil {
-		return "", nil, err
+	runs, staging := filepath.Join(stateDir, "runs"), filepath.Join(stateDir, stagingRuns)
+	for _, d := range []string{runs, staging} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", nil, err
+		}
 	}
-	dir, err := os.MkdirTemp(runs, fmt.Sprintf("%d-%d-", pid, start))
+	made, err := os.MkdirTemp(staging, fmt.Sprintf("%d-%d-", pid, start))
 	if err != nil {
 		return "", nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, emptyFile), nil, 0o444); err != nil {
-		return "", nil, err
-	}
 	rec := &record{PID: pid, Start: start}
-	// On the empty file, which is never replaced: the directory's own lock
-	// is the clean-ups' (one finishes a dead run at a time).
-	rec.hold(filepath.Join(dir, emptyFile))
-	if err := writeJSON(filepath.Join(dir, recordFile), rec); err != nil {
+	dir := filepath.Join(runs, filepath.Base(made))
+	err = os.WriteFile(filepath.Join(made, emptyFile), nil, 0o444)
+	if err == nil {
+		// On the empty file, which is never replaced: the directory's own
+		// lock is the clean-ups' (one finishes a dead run at a time).
+		rec.hold(filepath.Join(made, emptyFile))
+		err = writeJSON(filepath.Join(made, recordFile), rec)
+	}
+	if err == nil {
+		err = os.Rename(made, dir)
+	}
+	if err != nil {
 		rec.release()
+		os.RemoveAll(made)
 		return "", nil, err
 	}
 	return dir, rec, nil
+}
+
+// stagingRuns is where run directories are made before they are complete
+// (newRunDir); what a kill left there is removed by cleanStaging.
+const stagingRuns = "runs.new"
+
+// cleanStaging removes what sbx processes killed while they made their run
+// directory left in runs.new: nothing ran in those, and only a lock held
+// says that one is still being made.
+func cleanStaging(stateDir string) {
+	staging := filepath.Join(stateDir, stagingRuns)
+	ents, _ := os.ReadDir(staging)
+	for _, e := range ents {
+		d := filepath.Join(staging, e.Name())
+		var st unix.Stat_t
+		if lockHeld(filepath.Join(d, emptyFile)) || unix.Lstat(d, &st) != nil || time.Since(time.Unix(st.Mtim.Unix())) < time.Minute {
+			continue
+		}
+		os.RemoveAll(d)
+	}
 }
 
 // saver puts refused and conflicting versions aside, below the state

@@ -332,6 +332,7 @@ type CleanReport struct {
 // killed sbx, it merges on its own) still lives after wait.
 func CleanStale(ctx context.Context, stateDir, exe string, wait time.Duration) (*CleanReport, error) {
 	rep := &CleanReport{Merged: map[string]MergeReport{}}
+	cleanStaging(stateDir)
 	runs := filepath.Join(stateDir, "runs")
 	ents, err := os.ReadDir(runs)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -427,8 +428,8 @@ func cleanRun(ctx context.Context, dir, name, exe string, rep *CleanReport) erro
 	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
 		return err
 	}
-	if !fileExists(dir) {
-		return nil // finished by the process that held the lock
+	if !fileExists(dir) || busy(dir) {
+		return nil // finished by the process that held the lock, or alive
 	}
 	var rec record
 	_ = readJSON(filepath.Join(dir, recordFile), &rec)
@@ -494,11 +495,22 @@ func finishMerge(ctx context.Context, dir, exe string) (MergeReport, error) {
 }
 
 // staleEnough reports whether a run directory without a record is older
-// than its own setup could take, judged by the pid in its name.
+// than its own setup could take: the pid in its name names no live sbx,
+// and it was made setupGrace ago or more (an sbx in another pid or time
+// namespace, whose pid names no process here, writes its record, after
+// taking its lock, within milliseconds).
 func staleEnough(dir string) bool {
 	pid, start, ok := parseOwner(filepath.Base(dir))
-	return !ok || !alive(pid, start)
+	if ok && alive(pid, start) {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Lstat(dir, &st) != nil || time.Since(time.Unix(st.Mtim.Unix())) >= setupGrace
 }
+
+// setupGrace bounds the set-up of a run directory (from its making to its
+// record) and of a proxy directory (to its owner link).
+const setupGrace = time.Minute
 
 // txEnv is the helper's environment: nothing of sbx's own but the merge's
 // test hook (see pauseHook).
