@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -193,22 +192,6 @@ func newRunDir(stateDir string) (string, *record, error) {
 // stagingRuns is where run directories are made before they are complete
 // (newRunDir); what a kill left there is removed by cleanStaging.
 const stagingRuns = "runs.new"
-
-// cleanStaging removes what sbx processes killed while they made their run
-// directory left in runs.new: nothing ran in those, and only a lock held
-// says that one is still being made.
-func cleanStaging(stateDir string) {
-	staging := filepath.Join(stateDir, stagingRuns)
-	ents, _ := os.ReadDir(staging)
-	for _, e := range ents {
-		d := filepath.Join(staging, e.Name())
-		var st unix.Stat_t
-		if lockHeld(filepath.Join(d, emptyFile)) || unix.Lstat(d, &st) != nil || time.Since(time.Unix(st.Mtim.Unix())) < time.Minute {
-			continue
-		}
-		os.RemoveAll(d)
-	}
-}
 
 // saver puts refused and conflicting versions aside, below the state
 // directory (open as stateFD): <kind>/<run>/<host path>. The sandbox never

@@ -509,8 +509,24 @@ func staleEnough(dir string) bool {
 }
 
 // setupGrace bounds the set-up of a run directory (from its making to its
-// record) and of a proxy directory (to its owner link).
+// record).
 const setupGrace = time.Minute
+
+// cleanStaging removes what sbx processes killed while they made their run
+// directory left in runs.new: nothing ran in those. One whose lock is
+// held, or made less than setupGrace ago, may still be being made.
+func cleanStaging(stateDir string) {
+	staging := filepath.Join(stateDir, stagingRuns)
+	ents, _ := os.ReadDir(staging)
+	for _, e := range ents {
+		d := filepath.Join(staging, e.Name())
+		var st unix.Stat_t
+		if lockHeld(filepath.Join(d, emptyFile)) || unix.Lstat(d, &st) != nil || time.Since(time.Unix(st.Mtim.Unix())) < setupGrace {
+			continue
+		}
+		os.RemoveAll(d)
+	}
+}
 
 // txEnv is the helper's environment: nothing of sbx's own but the merge's
 // test hook (see pauseHook).
